@@ -1,0 +1,5 @@
+import sys
+
+from mpicomm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,82 @@
+"""``python -m mpicomm <command>``: one entry point, one small module per command.
+
+Each command module defines ``add_arguments(parser)`` and ``run(args) -> int``
+and is registered by one line in ``COMMANDS``. The entry point:
+
+1. parses flags identically on every rank (usage errors are printed by rank 0 only);
+2. runs the command on every rank;
+3. if any rank raises, prints ``mpicomm: rank R: <traceback>`` and calls
+   ``MPI.COMM_WORLD.Abort(1)``, so no rank waits forever and mpiexec exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+__all__ = ["main", "COMMANDS", "guarded"]
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "info": ("mpicomm.info", "print MPI, topology and buffer-support facts"),
+}
+
+
+def _world_rank() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_rank()
+
+
+class RankZeroParser(argparse.ArgumentParser):
+    """ArgumentParser that prints help and usage errors on rank 0 only."""
+
+    def _print_message(self, message, file=None):  # noqa: D401 - argparse hook
+        if message and _world_rank() == 0:
+            super()._print_message(message, file)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = RankZeroParser(
+        prog="python -m mpicomm",
+        description="Compare gradient-synchronisation strategies over MPI. "
+        "Run under mpiexec, e.g. `mpiexec -n 4 python -m mpicomm compare`.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="command", parser_class=RankZeroParser)
+    sub.required = True
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def guarded(fn, *args, **kwargs):
+    """Call ``fn``; if it raises on this rank, print the error and abort every rank."""
+    try:
+        return fn(*args, **kwargs)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any failure must end the job
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        sys.stdout.flush()
+        sys.stderr.write(
+            "".join(f"mpicomm: rank {rank}: {line}\n" for line in text.rstrip().splitlines())
+        )
+        sys.stderr.write(f"mpicomm: rank {rank}: {type(exc).__name__}: {exc} -- aborting job\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command on every rank."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    module = importlib.import_module(args._module)
+    rc = guarded(module.run, args)
+    return int(rc or 0)

@@ -1,0 +1,54 @@
+"""``python -m mpicomm info``: what MPI, topology and buffer support this job has."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+
+import mpi4py
+import numpy as np
+from mpi4py import MPI
+
+from mpicomm.backend import mpi_cuda_aware
+from mpicomm.reducers import strategies
+from mpicomm.topology import Topology
+
+
+def environment() -> dict:
+    """Return versions and MPI facts for result files (collective: no; local)."""
+    return {
+        "python": platform.python_version(),
+        "mpi4py": mpi4py.__version__,
+        "numpy": np.__version__,
+        "mpi_library": " ".join(MPI.Get_library_version().splitlines()[0].split()),
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        "thread_level": {
+            MPI.THREAD_SINGLE: "single",
+            MPI.THREAD_FUNNELED: "funneled",
+            MPI.THREAD_SERIALIZED: "serialized",
+            MPI.THREAD_MULTIPLE: "multiple",
+        }.get(MPI.Query_thread(), str(MPI.Query_thread())),
+        "host": platform.node(),
+    }
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ranks-per-node", type=int, default=None,
+                   help="simulate nodes of K consecutive ranks (default: ask MPI)")
+
+
+def run(args: argparse.Namespace) -> int:
+    comm = MPI.COMM_WORLD
+    topo = Topology(comm, ranks_per_node=args.ranks_per_node)
+    rows = comm.gather((comm.rank, MPI.Get_processor_name(), topo.node_id, topo.local_rank))
+    if comm.rank == 0:
+        info = environment()
+        info["cuda_aware_mpi"] = mpi_cuda_aware()
+        info["strategies"] = strategies()
+        info["topology"] = topo.describe()
+        print(json.dumps(info, indent=2))
+        for rank, host, node, local in rows:
+            print(f"rank {rank:3d}  host {host}  node {node}  local_rank {local}")
+    topo.free()
+    return 0

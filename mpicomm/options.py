@@ -1,0 +1,88 @@
+"""One options record for every strategy, so one command line can switch strategies.
+
+Every reducer receives the same ``ReducerOptions`` and ignores the fields it does
+not use. Unknown names are refused with the list of valid ones, so a typo can
+never silently run a different experiment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+from mpicomm.topology import resolve_ranks_per_node
+
+__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS"]
+
+HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
+
+
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{name}={value!r}: expected 0 or 1")
+
+
+@dataclass(frozen=True)
+class ReducerOptions:
+    """Options shared by all strategies (each uses the ones it needs).
+
+    Attributes:
+        ranks_per_node: hierarchical: None asks MPI (shared-memory split), an int
+            simulates nodes of that many consecutive ranks; ``MPICOMM_RANKS_PER_NODE``
+            sets it when None.
+        variant: hierarchical: ``"reduce_scatter"`` (2-D, bandwidth-optimal) or
+            ``"leader"`` (reduce to node leader, ring among leaders, bcast).
+        servers: ps: number of servers S; the buffer is split in S key ranges.
+        dedicated: ps: True puts the servers on their own ranks (the last S),
+            which only serve; False (default) colocates them with workers.
+        validate: check lengths/dtypes/op agree across ranks on every call
+            (default: only on the first use of each (length, dtype, op));
+            ``MPICOMM_VALIDATE=1`` turns it on.
+        cuda_aware: CuPy buffers: True hands device pointers to MPI, False stages
+            through pinned host memory, None asks ``MPICOMM_CUDA_AWARE`` then MPI.
+        crossover_bytes: auto: message size from which the bandwidth-optimal
+            algorithm is used; None derives it from the cost model.
+    """
+
+    ranks_per_node: int | None = None
+    variant: str = "reduce_scatter"
+    servers: int = 1
+    dedicated: bool = False
+    validate: bool | None = None
+    cuda_aware: bool | None = None
+    crossover_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
+        if self.variant not in HIERARCHICAL_VARIANTS:
+            raise ValueError(
+                f"unknown hierarchical variant {self.variant!r}; "
+                f"valid: {', '.join(HIERARCHICAL_VARIANTS)}"
+            )
+        if isinstance(self.servers, bool) or not isinstance(self.servers, int) or self.servers < 1:
+            raise ValueError(f"servers must be a positive int, got {self.servers!r}")
+        if not isinstance(self.dedicated, bool):
+            raise TypeError(f"dedicated must be a bool, got {self.dedicated!r}")
+        if self.validate is None:
+            object.__setattr__(self, "validate", _env_flag("MPICOMM_VALIDATE"))
+        if self.crossover_bytes is not None and (
+            not isinstance(self.crossover_bytes, int) or self.crossover_bytes < 0
+        ):
+            raise ValueError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")
+
+    @classmethod
+    def from_kwargs(cls, who: str, **kwargs) -> ReducerOptions:
+        """Build options, refusing unknown names with the list of valid ones."""
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise TypeError(
+                f"{who}: unknown option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}; valid options: {', '.join(valid)}"
+            )
+        return cls(**kwargs)

@@ -1,0 +1,43 @@
+"""Gradient-synchronisation strategies behind one interface (one file per algorithm).
+
+A new strategy is one file defining a ``Reducer`` subclass and one line in
+``REDUCERS`` below.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from mpicomm.options import ReducerOptions
+from mpicomm.reducers.base import MismatchError, Reducer
+from mpicomm.reducers.native import NativeReducer
+
+__all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
+
+REDUCERS: dict[str, type[Reducer]] = {
+    "native": NativeReducer,
+}
+
+
+def strategies() -> list[str]:
+    """Return the registered strategy names."""
+    return list(REDUCERS)
+
+
+def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
+    """Create the reducer for strategy ``name``. Collective over ``comm``.
+
+    Args:
+        name: one of ``strategies()``.
+        comm: communicator to reduce over (default ``MPI.COMM_WORLD``).
+        **options: ``ReducerOptions`` fields; every strategy accepts all of
+            them and ignores those it does not use. Unknown names are an error.
+
+    Returns:
+        A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean")`` works in place.
+    """
+    cls = REDUCERS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown strategy {name!r}; valid strategies: {', '.join(REDUCERS)}")
+    opts = ReducerOptions.from_kwargs(f"make_reducer({name!r})", **options)
+    return cls(comm, opts)

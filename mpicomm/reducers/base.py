@@ -1,0 +1,180 @@
+"""The one reducer interface, and what every strategy shares.
+
+A strategy subclasses ``Reducer`` and implements one method::
+
+    def _allreduce(self, flat, scale) -> tuple[int, int]
+
+which sums the 1-D array ``flat`` in place across ``self.comm``, multiplies the
+result by ``scale`` when it is not None (op="mean"), and returns the payload
+bytes (sent, received) by this rank. ``Reducer.allreduce`` does the rest:
+
+1. check the buffer (array type, dtype, contiguity) — before any message;
+2. on the first use of each (length, dtype, op) — or on every call with
+   ``validate=True`` — gather that key from every rank and raise the same clear
+   error on every rank if they differ (one small Allgather);
+3. CuPy buffers: synchronise the stream and pass device memory (CUDA-aware MPI)
+   or stage through a reused pinned host buffer;
+4. time the call and count bytes into ``self.stats``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicomm.backend import (
+    DTYPE_CODES,
+    HostStage,
+    check_buffer,
+    flat_view,
+    is_device_array,
+    mpi_cuda_aware,
+    sync_device,
+)
+from mpicomm.instrument import ReduceStats
+from mpicomm.options import ReducerOptions
+
+__all__ = ["Reducer", "MismatchError", "OPS"]
+
+OPS = {"sum": 1, "mean": 2}
+_OP_NAMES = {v: k for k, v in OPS.items()}
+_DTYPE_NAMES = {v: str(k) for k, v in DTYPE_CODES.items()}
+
+
+class MismatchError(ValueError):
+    """Ranks called allreduce with different lengths, dtypes or ops."""
+
+
+class Reducer:
+    """Base class: in-place allreduce of a flat float buffer over ``comm``.
+
+    Args:
+        comm: communicator to reduce over; it is duplicated so the reducer's
+            messages never match the caller's. ``None`` means ``MPI.COMM_WORLD``.
+        options: the shared ``ReducerOptions``.
+
+    Attributes:
+        name: strategy name.
+        comm: the reducer's private communicator.
+        stats: ``ReduceStats`` of this rank.
+        is_worker: False on a dedicated parameter-server rank, which calls
+            ``serve()`` instead of ``allreduce``.
+        worker_rank, num_workers: this rank among the workers, and their count
+            (the divisor of op="mean").
+    """
+
+    name = "base"
+
+    def __init__(self, comm: MPI.Comm | None, options: ReducerOptions) -> None:
+        base = MPI.COMM_WORLD if comm is None else comm
+        self.options = options
+        self.comm = base.Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.stats = ReduceStats()
+        self.is_worker = True
+        self.worker_rank: int | None = self.rank
+        self.num_workers = self.size
+        self._agree_comm = self.comm  # who must agree on (length, dtype, op)
+        self._checked: set[tuple[int, int, int]] = set()
+        self._stage: HostStage | None = None
+        self._key = np.zeros(3, dtype=np.int64)
+        self._keys: np.ndarray | None = None
+
+    # ---------------------------------------------------------------- public
+    def allreduce(self, buf: Any, op: str = "sum") -> Any:
+        """Reduce ``buf`` in place across all workers and return it.
+
+        Args:
+            buf: contiguous float32/float64 NumPy or CuPy array (any shape).
+            op: ``"sum"`` or ``"mean"`` (sum divided by the number of workers).
+
+        Returns:
+            ``buf``, now holding the reduction.
+        """
+        t0 = time.perf_counter()
+        if not self.is_worker:
+            raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
+        check_buffer(buf, self.name)
+        opcode = OPS.get(op)
+        if opcode is None:
+            raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
+        flat = flat_view(buf)
+        key = (flat.size, DTYPE_CODES[flat.dtype], opcode)
+        if self.options.validate or key not in self._checked:
+            self._check_agreement(key)
+            self._checked.add(key)
+        scale = None if opcode == 1 else 1.0 / self.num_workers
+        if is_device_array(flat):
+            sent, recv = self._allreduce_device(flat, scale)
+        else:
+            sent, recv = self._allreduce(flat, scale)
+        self.stats.add(sent, recv, time.perf_counter() - t0)
+        return buf
+
+    def serve(self) -> None:
+        """Serve workers until they all close (dedicated parameter servers only)."""
+        raise RuntimeError(f"{self.name}: serve() is only for dedicated parameter servers")
+
+    def close(self) -> None:
+        """Release the private communicator (and tell servers this worker is done)."""
+        if self.comm != MPI.COMM_NULL:
+            self.comm.Free()
+
+    def describe(self) -> dict:
+        """Return a JSON-able description of this reducer."""
+        return {"strategy": self.name, "ranks": self.size, "num_workers": self.num_workers}
+
+    # ----------------------------------------------------------- subclasses
+    def _allreduce(self, flat: Any, scale: float | None) -> tuple[int, int]:
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- helpers
+    def _allreduce_device(self, flat: Any, scale: float | None) -> tuple[int, int]:
+        if mpi_cuda_aware(self.options.cuda_aware):
+            sync_device(flat)
+            return self._allreduce(flat, scale)
+        if self._stage is None:
+            self._stage = HostStage()
+        host = self._stage.to_host(flat)
+        sent, recv = self._allreduce(host, scale)
+        self._stage.to_device(host, flat)
+        return sent, recv
+
+    def _check_agreement(self, key: tuple[int, int, int]) -> None:
+        """Raise ``MismatchError`` on every rank unless all ranks passed ``key``."""
+        comm = self._agree_comm
+        if comm is None or comm.Get_size() == 1:
+            return
+        if self._keys is None:
+            self._keys = np.empty((comm.Get_size(), 3), dtype=np.int64)
+        self._key[:] = key
+        comm.Allgather(self._key, self._keys)
+        keys = self._keys
+        if (keys == keys[0]).all():
+            return
+        me = comm.Get_rank()
+        other = next(r for r in range(len(keys)) if (keys[r] != keys[me]).any())
+        if other == me:  # pragma: no cover - impossible by construction
+            other = 0
+        what = []
+        mine, theirs = [int(v) for v in keys[me]], [int(v) for v in keys[other]]
+        if mine[0] != theirs[0]:
+            what.append(f"rank {me} has {mine[0]} elements, rank {other} has {theirs[0]}")
+        if mine[1] != theirs[1]:
+            what.append(
+                f"rank {me} has dtype {_DTYPE_NAMES[mine[1]]}, "
+                f"rank {other} has {_DTYPE_NAMES[theirs[1]]}"
+            )
+        if mine[2] != theirs[2]:
+            what.append(
+                f"rank {me} has op {_OP_NAMES[mine[2]]!r}, rank {other} has {_OP_NAMES[theirs[2]]!r}"
+            )
+        detail = "; ".join(what) if what else "another pair of ranks differs"
+        summary = ", ".join(f"r{r}:{int(k[0])}" for r, k in enumerate(keys))
+        raise MismatchError(
+            f"{self.name}: buffers differ across ranks: {detail} (elements per rank: {summary})"
+        )

@@ -1,0 +1,139 @@
+"""Who is on which node: real nodes from MPI, or simulated blocks of ranks.
+
+``Topology(comm, ranks_per_node=None)`` splits ``comm`` three ways:
+
+- ``intra``: the ranks of this node (``local_rank`` / ``local_size``);
+- ``leaders``: local rank 0 of every node (``None`` on non-leaders);
+- ``cross``: the ranks with the same local rank across nodes (``cross_rank`` /
+  ``cross_size``). On uneven nodes, local ranks beyond a small node's size have
+  fewer peers.
+
+Nodes come from ``MPI.Comm.Split_type(COMM_TYPE_SHARED)`` when
+``ranks_per_node`` is ``None`` (and ``MPICOMM_RANKS_PER_NODE`` is unset), so the
+answer is the real machine layout. An integer ``k`` simulates nodes as blocks of
+``k`` consecutive ranks (the last node may be smaller), so a single host can
+rehearse a multi-node layout.
+
+Nodes are numbered by their lowest world rank; a node's leader is its lowest rank.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mpi4py import MPI
+
+__all__ = ["Topology", "resolve_ranks_per_node"]
+
+
+def resolve_ranks_per_node(ranks_per_node: int | None) -> int | None:
+    """Return ``ranks_per_node``, or ``MPICOMM_RANKS_PER_NODE`` when it is None."""
+    if ranks_per_node is None:
+        env = os.environ.get("MPICOMM_RANKS_PER_NODE", "").strip()
+        if env:
+            try:
+                ranks_per_node = int(env)
+            except ValueError:
+                raise ValueError(
+                    f"MPICOMM_RANKS_PER_NODE={env!r}: expected a positive integer"
+                ) from None
+    if ranks_per_node is not None:
+        if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int):
+            raise TypeError(
+                f"ranks_per_node must be an int or None, got {type(ranks_per_node).__name__}"
+            )
+        if ranks_per_node < 1:
+            raise ValueError(f"ranks_per_node must be >= 1, got {ranks_per_node}")
+    return ranks_per_node
+
+
+class Topology:
+    """Node layout of a communicator.
+
+    Args:
+        comm: the communicator to describe (default ``MPI.COMM_WORLD``).
+        ranks_per_node: ``None`` asks MPI (shared-memory split); an integer
+            simulates nodes of that many consecutive ranks.
+
+    Attributes:
+        rank, size: this rank and the size of ``comm``.
+        node_id, num_nodes: this rank's node (0-based, by lowest rank) and the count.
+        local_rank, local_size: position and size within the node.
+        is_leader: ``local_rank == 0``.
+        node_sizes: ranks on each node, indexed by node_id.
+        simulated: True when ``ranks_per_node`` was given.
+        intra: communicator of this node's ranks.
+        leaders: communicator of the node leaders (``None`` on non-leaders).
+        cross: communicator of the ranks sharing this ``local_rank`` across nodes.
+    """
+
+    def __init__(self, comm: MPI.Comm | None = None, ranks_per_node: int | None = None):
+        comm = MPI.COMM_WORLD if comm is None else comm
+        ranks_per_node = resolve_ranks_per_node(ranks_per_node)
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.simulated = ranks_per_node is not None
+        self.ranks_per_node = ranks_per_node
+
+        # 1. Intra-node communicator: real (shared memory) or simulated blocks.
+        if ranks_per_node is None:
+            self.intra = comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        else:
+            self.intra = comm.Split(self.rank // ranks_per_node, key=self.rank)
+        self.local_rank = self.intra.Get_rank()
+        self.local_size = self.intra.Get_size()
+        self.is_leader = self.local_rank == 0
+
+        # 2. Number the nodes by their leader's rank, learn every node's size.
+        import numpy as np
+
+        mine = np.array([self.rank if self.is_leader else -1, self.local_size], dtype=np.int64)
+        every = np.empty((self.size, 2), dtype=np.int64)
+        comm.Allgather(mine, every)
+        leader_rows = every[every[:, 0] >= 0]
+        leader_ranks = leader_rows[:, 0]
+        self.num_nodes = int(leader_ranks.size)
+        self.node_sizes = [int(s) for s in leader_rows[:, 1]]
+        self.leader_ranks = [int(r) for r in leader_ranks]
+        leader_of_me = np.empty(1, dtype=np.int64)
+        leader_of_me[0] = self.rank
+        self.intra.Bcast(leader_of_me, root=0)
+        self.node_id = self.leader_ranks.index(int(leader_of_me[0]))
+
+        # 3. Leaders among themselves; peers with the same local rank across nodes.
+        color = 0 if self.is_leader else MPI.UNDEFINED
+        self.leaders = comm.Split(color, key=self.node_id)
+        if self.leaders == MPI.COMM_NULL:
+            self.leaders = None
+        self.cross = comm.Split(self.local_rank, key=self.node_id)
+        self.cross_rank = self.cross.Get_rank()
+        self.cross_size = self.cross.Get_size()
+
+    @property
+    def uneven(self) -> bool:
+        """True when nodes hold different numbers of ranks."""
+        return len(set(self.node_sizes)) > 1
+
+    def describe(self) -> dict:
+        """Return a JSON-able summary (for logs and result files)."""
+        return {
+            "ranks": self.size,
+            "num_nodes": self.num_nodes,
+            "node_sizes": self.node_sizes,
+            "simulated": self.simulated,
+            "ranks_per_node": self.ranks_per_node,
+        }
+
+    def free(self) -> None:
+        """Free the communicators this topology created."""
+        for c in (self.intra, self.leaders, self.cross):
+            if c is not None and c != MPI.COMM_NULL:
+                c.Free()
+        self.leaders = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Topology(rank={self.rank}, node_id={self.node_id}, local_rank={self.local_rank}, "
+            f"local_size={self.local_size}, num_nodes={self.num_nodes}, "
+            f"node_sizes={self.node_sizes}, simulated={self.simulated})"
+        )

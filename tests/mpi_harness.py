@@ -1,0 +1,162 @@
+"""Launch MPI jobs from pytest with a hard timeout, and say which ranks failed.
+
+Rank scripts report through ``report(**fields)``, which prints one line
+``@@MPICOMM {"rank": r, ...}`` per call. ``run_mpi`` collects those lines per
+rank; ``MPIResult.expect_ok()`` fails the test naming every rank that did not
+report ``ok`` (because it raised, hung, or was killed), with the job's output.
+
+A job that outlives ``timeout`` is killed as a whole process group: a hang
+fails the test, it never blocks CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+TAG = "@@MPICOMM "
+
+
+def mpiexec() -> str:
+    """Return the mpiexec beside this Python (the venv's MPICH), else the one on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.exists():
+        return str(here)
+    found = shutil.which("mpiexec") or shutil.which("mpirun")
+    if not found:
+        raise RuntimeError("no mpiexec found: pip install mpich (or load your MPI module)")
+    return found
+
+
+def report(**fields) -> None:
+    """Print one result record for this rank (used inside rank scripts)."""
+    from mpi4py import MPI
+
+    fields.setdefault("rank", MPI.COMM_WORLD.Get_rank())
+    sys.stdout.write(TAG + json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+@dataclass
+class MPIResult:
+    nranks: int
+    argv: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool
+    records: list[dict] = field(default_factory=list)
+
+    def by_rank(self) -> dict[int, list[dict]]:
+        out: dict[int, list[dict]] = {r: [] for r in range(self.nranks)}
+        for rec in self.records:
+            out.setdefault(int(rec["rank"]), []).append(rec)
+        return out
+
+    def tail(self, n: int = 4000) -> str:
+        return (
+            f"--- stdout (tail) ---\n{self.stdout[-n:]}\n--- stderr (tail) ---\n{self.stderr[-n:]}"
+        )
+
+    def failed_ranks(self) -> list[int]:
+        """Ranks with no final ``ok`` record, or any record with ok == False."""
+        bad = []
+        for r, recs in self.by_rank().items():
+            finals = [x for x in recs if "ok" in x]
+            if not finals or not all(x["ok"] for x in finals):
+                bad.append(r)
+        return bad
+
+    def expect_ok(self) -> MPIResult:
+        """Assert the job exited 0 in time and every rank reported ok."""
+        bad = self.failed_ranks()
+        if self.timed_out or self.returncode != 0 or bad:
+            why = "timed out" if self.timed_out else f"exit code {self.returncode}"
+            details = [
+                f"rank {x['rank']}: {x.get('error') or x}"
+                for x in self.records
+                if x.get("ok") is False
+            ]
+            raise AssertionError(
+                f"mpiexec -n {self.nranks} {' '.join(self.argv)}: {why}; "
+                f"failed or silent ranks: {bad}\n" + "\n".join(details[:20]) + "\n" + self.tail()
+            )
+        return self
+
+
+def run_mpi(
+    nranks: int,
+    argv: list[str],
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+) -> MPIResult:
+    """Run ``mpiexec -n nranks python <argv...>`` with a hard timeout.
+
+    Args:
+        nranks: number of ranks.
+        argv: arguments after ``python`` (e.g. ``["-m", "mpi4py", script, ...]``).
+        timeout: seconds before the whole job is killed and the result marked timed out.
+        env: extra environment variables.
+    """
+    cmd = [mpiexec(), "-n", str(nranks), sys.executable, *argv]
+    full_env = dict(os.environ)
+    tests_dir = str(Path(__file__).resolve().parent)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")])
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    if env:
+        full_env.update(env)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=full_env,
+        cwd=str(ROOT),
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+    records = []
+    for line in out.splitlines():
+        if line.startswith(TAG):
+            try:
+                records.append(json.loads(line[len(TAG):]))
+            except json.JSONDecodeError:
+                pass
+    return MPIResult(
+        nranks=nranks,
+        argv=list(argv),
+        returncode=None if timed_out else proc.returncode,
+        stdout=out,
+        stderr=err,
+        seconds=time.monotonic() - t0,
+        timed_out=timed_out,
+        records=records,
+    )
+
+
+def run_script(nranks: int, script: str, *args: str, timeout: float = 120.0, env=None):
+    """Run ``tests/scripts/<script>`` under ``python -m mpi4py`` (abort on any exception)."""
+    return run_mpi(
+        nranks, ["-m", "mpi4py", str(SCRIPTS / script), *map(str, args)], timeout=timeout, env=env
+    )
