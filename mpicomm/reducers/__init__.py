@@ -11,11 +11,13 @@ from mpi4py import MPI
 from mpicomm.options import ReducerOptions
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.native import NativeReducer
+from mpicomm.reducers.ring import RingReducer
 
 __all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
 
 REDUCERS: dict[str, type[Reducer]] = {
     "native": NativeReducer,
+    "ring": RingReducer,
 }
 
 

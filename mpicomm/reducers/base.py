@@ -171,7 +171,8 @@ class Reducer:
             )
         if mine[2] != theirs[2]:
             what.append(
-                f"rank {me} has op {_OP_NAMES[mine[2]]!r}, rank {other} has {_OP_NAMES[theirs[2]]!r}"
+                f"rank {me} has op {_OP_NAMES[mine[2]]!r}, "
+                f"rank {other} has {_OP_NAMES[theirs[2]]!r}"
             )
         detail = "; ".join(what) if what else "another pair of ranks differs"
         summary = ", ".join(f"r{r}:{int(k[0])}" for r, k in enumerate(keys))

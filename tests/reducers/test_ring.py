@@ -1,0 +1,13 @@
+"""ring (reduce-scatter + allgather) against the NumPy reference, 1-5 ranks."""
+
+import pytest
+from mpi_harness import run_script
+
+LENGTHS = "1,2,p-1,1000,1000003"
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
+def test_ring_matches_numpy(nranks):
+    res = run_script(nranks, "check_reducer.py", "ring", "{}", "--lengths", LENGTHS, timeout=180)
+    res.expect_ok()
+    assert all(r["calls"] > 0 for r in res.records)
