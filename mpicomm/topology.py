@@ -61,6 +61,8 @@ class Topology:
         local_rank, local_size: position and size within the node.
         is_leader: ``local_rank == 0``.
         node_sizes: ranks on each node, indexed by node_id.
+        nodes: for each node, its ranks in ``comm`` ordered by local rank.
+        leader_ranks: each node's leader (its lowest rank), indexed by node_id.
         simulated: True when ``ranks_per_node`` was given.
         intra: communicator of this node's ranks.
         leaders: communicator of the node leaders (``None`` on non-leaders).
@@ -84,21 +86,22 @@ class Topology:
         self.local_size = self.intra.Get_size()
         self.is_leader = self.local_rank == 0
 
-        # 2. Number the nodes by their leader's rank, learn every node's size.
+        # 2. Learn every rank's (node leader, local rank); number nodes by leader rank.
         import numpy as np
 
-        mine = np.array([self.rank if self.is_leader else -1, self.local_size], dtype=np.int64)
+        leader = np.array([self.rank], dtype=np.int64)
+        self.intra.Bcast(leader, root=0)
+        mine = np.array([leader[0], self.local_rank], dtype=np.int64)
         every = np.empty((self.size, 2), dtype=np.int64)
         comm.Allgather(mine, every)
-        leader_rows = every[every[:, 0] >= 0]
-        leader_ranks = leader_rows[:, 0]
-        self.num_nodes = int(leader_ranks.size)
-        self.node_sizes = [int(s) for s in leader_rows[:, 1]]
-        self.leader_ranks = [int(r) for r in leader_ranks]
-        leader_of_me = np.empty(1, dtype=np.int64)
-        leader_of_me[0] = self.rank
-        self.intra.Bcast(leader_of_me, root=0)
-        self.node_id = self.leader_ranks.index(int(leader_of_me[0]))
+        self.leader_ranks = sorted({int(x) for x in every[:, 0]})
+        self.num_nodes = len(self.leader_ranks)
+        node_of = {r: i for i, r in enumerate(self.leader_ranks)}
+        self.nodes: list[list[int]] = [[] for _ in range(self.num_nodes)]
+        for r in np.lexsort((every[:, 1], every[:, 0])):  # by leader, then local rank
+            self.nodes[node_of[int(every[r, 0])]].append(int(r))
+        self.node_sizes = [len(m) for m in self.nodes]
+        self.node_id = node_of[int(leader[0])]
 
         # 3. Leaders among themselves; peers with the same local rank across nodes.
         color = 0 if self.is_leader else MPI.UNDEFINED

@@ -10,7 +10,9 @@ from mpi4py import MPI
 
 from mpicomm.options import ReducerOptions
 from mpicomm.reducers.base import MismatchError, Reducer
+from mpicomm.reducers.hierarchical import HierarchicalReducer
 from mpicomm.reducers.native import NativeReducer
+from mpicomm.reducers.ps import ParameterServerReducer
 from mpicomm.reducers.ring import RingReducer
 
 __all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
@@ -18,6 +20,8 @@ __all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
 REDUCERS: dict[str, type[Reducer]] = {
     "native": NativeReducer,
     "ring": RingReducer,
+    "hierarchical": HierarchicalReducer,
+    "ps": ParameterServerReducer,
 }
 
 

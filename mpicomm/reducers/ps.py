@@ -1,0 +1,244 @@
+"""ps: a centralised parameter server — workers push, servers sum, workers pull.
+
+W workers, S servers. The buffer is split into S contiguous key ranges
+(``chunk_bounds(n, S)``, as ps-lite shards keys); server s owns range s.
+
+Per call:
+
+1. Push: every worker sends range s of its buffer to server s (``Isend``).
+2. Reduce: server s receives range s from every worker into preallocated
+   rows and sums them (op="mean" scales the sum once).
+3. Pull: server s sends the summed range s back to every worker, which
+   receives it in place (``Irecv`` straight into the buffer).
+
+Placement:
+
+- ``dedicated=False`` (default): servers are colocated with workers, on ranks
+  ``s·p//S`` (spread out, so on real nodes they land on different nodes); all p
+  ranks are workers and a server's own range needs no message.
+- ``dedicated=True``: the last S ranks only serve (``is_worker`` False; they
+  call ``serve()``, which returns once every worker has called ``close()``);
+  the first p-S ranks are workers. Each push starts with a 32-byte header
+  (command, length, dtype, op), so a server checks on every call that all
+  workers agree and learns when they are done.
+
+Cost, for S servers each owning n/S bytes (W pushes into each server link):
+
+    T_ps ≈ 2(W-1)·α + 2·(W-1)·(n/S)·β + (W-1)·(n/S)·γ   (colocated; W instead of W-1
+                                                         when dedicated)
+
+With S = 1 the server's link carries 2(W-1)·n bytes: linear in the number of
+workers, the bottleneck the ring removes. With S = W colocated servers each
+link carries 2(W-1)/W·n, as much as the ring — the BytePS argument — and the
+latency term is paid in parallel, not in sequence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicomm.backend import DTYPE_CODES, array_module, sync_device
+from mpicomm.reducers.base import OPS, MismatchError, Reducer
+from mpicomm.reducers.ring import chunk_bounds
+
+__all__ = ["ParameterServerReducer"]
+
+_TAG_HEADER, _TAG_PUSH, _TAG_PULL = 21, 22, 23
+_CMD_REDUCE, _CMD_CLOSE = 1, 2
+_DTYPES = {code: dt for dt, code in DTYPE_CODES.items()}
+
+
+class _Plan:
+    """Shard bounds, per-worker receive rows and byte counts for one buffer shape."""
+
+    def __init__(
+        self, n: int, dtype, xp, servers: list[int], my_shard: int | None, n_senders: int
+    ) -> None:
+        self.bounds = chunk_bounds(n, len(servers))
+        self.rows = self.acc = None
+        if my_shard is not None:
+            width = self.bounds[my_shard + 1] - self.bounds[my_shard]
+            self.rows = xp.empty((max(n_senders, 1), width), dtype=dtype)
+            self.acc = xp.empty(width, dtype=dtype)  # dedicated servers sum into it
+
+
+class ParameterServerReducer(Reducer):
+    """Parameter-server AllReduce with S sharded servers, colocated or dedicated."""
+
+    name = "ps"
+
+    def __init__(self, comm, options) -> None:
+        super().__init__(comm, options)
+        p, S = self.size, options.servers
+        self.dedicated = options.dedicated
+        if self.dedicated and S >= p:
+            raise ValueError(
+                f"ps: dedicated=True needs at least one worker: servers={S} with {p} ranks"
+            )
+        if not self.dedicated and S > p:
+            raise ValueError(f"ps: servers={S} exceeds the {p} ranks (colocated servers)")
+        if self.dedicated:
+            self.servers = list(range(p - S, p))
+            self.workers = list(range(p - S))
+        else:
+            self.servers = [s * p // S for s in range(S)]
+            self.workers = list(range(p))
+        self.shard = self.servers.index(self.rank) if self.rank in self.servers else None
+        self.is_worker = self.rank in self.workers
+        self.num_workers = len(self.workers)
+        self.worker_rank = self.workers.index(self.rank) if self.is_worker else None
+        if self.dedicated:
+            # first-use agreement among workers only; servers check headers per call
+            color = 0 if self.is_worker else MPI.UNDEFINED
+            sub = self.comm.Split(color, key=self.rank)
+            self._agree_comm = sub if sub != MPI.COMM_NULL else None
+        self._plans: dict[tuple, _Plan] = {}
+        self._header = np.zeros(4, dtype=np.int64)
+        self._closed = False
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update(servers=self.servers, dedicated=self.dedicated)
+        return d
+
+    def _plan(self, n: int, dtype, xp) -> _Plan:
+        key = (n, np.dtype(dtype).char, xp.__name__)
+        plan = self._plans.get(key)
+        if plan is None:
+            senders = self.num_workers - (0 if self.dedicated else 1)
+            plan = _Plan(n, dtype, xp, self.servers, self.shard, senders)
+            self._plans[key] = plan
+        return plan
+
+    # ------------------------------------------------------------ colocated
+    def _allreduce(self, flat, scale):
+        if self.dedicated:
+            return self._worker_call(flat, scale)
+        comm, me = self.comm, self.rank
+        plan = self._plan(flat.size, flat.dtype, array_module(flat))
+        b = plan.bounds
+        others = [w for w in self.workers if w != me]
+        sent = recv = 0
+        # 1. server side: post receives of every other worker's range
+        reqs = []
+        if self.shard is not None:
+            for i, w in enumerate(others):
+                reqs.append(comm.Irecv(plan.rows[i], source=w, tag=_TAG_PUSH))
+                recv += plan.rows[i].nbytes
+        # 2. worker side: push each range to its server
+        pushes = []
+        for s, server in enumerate(self.servers):
+            if server != me:
+                part = flat[b[s] : b[s + 1]]
+                pushes.append(comm.Isend(part, dest=server, tag=_TAG_PUSH))
+                sent += part.nbytes
+        # 3. server: sum own range with the pushes, scale once
+        if self.shard is not None:
+            MPI.Request.Waitall(reqs)
+            own = flat[b[self.shard] : b[self.shard + 1]]
+            for i in range(len(others)):
+                np.add(own, plan.rows[i], out=own)
+            if scale is not None:
+                own *= scale
+            sync_device(own)
+        MPI.Request.Waitall(pushes)  # ranges may be overwritten by pulls only now
+        # 4. pull every other server's range into place; serve own range to all
+        pulls = []
+        for s, server in enumerate(self.servers):
+            if server != me:
+                part = flat[b[s] : b[s + 1]]
+                pulls.append(comm.Irecv(part, source=server, tag=_TAG_PULL))
+                recv += part.nbytes
+        if self.shard is not None:
+            for w in others:
+                pulls.append(comm.Isend(own, dest=w, tag=_TAG_PULL))
+                sent += own.nbytes
+        MPI.Request.Waitall(pulls)
+        return sent, recv
+
+    # ------------------------------------------------------------ dedicated
+    def _worker_call(self, flat, scale):
+        comm = self.comm
+        b = chunk_bounds(flat.size, len(self.servers))
+        h = self._header
+        h[:] = (_CMD_REDUCE, flat.size, DTYPE_CODES[flat.dtype], 2 if scale is not None else 1)
+        reqs, sent = [], 0
+        for s, server in enumerate(self.servers):
+            reqs.append(comm.Isend(h, dest=server, tag=_TAG_HEADER))
+            part = flat[b[s] : b[s + 1]]
+            reqs.append(comm.Isend(part, dest=server, tag=_TAG_PUSH))
+            sent += part.nbytes
+        MPI.Request.Waitall(reqs)
+        pulls = [
+            comm.Irecv(flat[b[s] : b[s + 1]], source=server, tag=_TAG_PULL)
+            for s, server in enumerate(self.servers)
+        ]
+        MPI.Request.Waitall(pulls)
+        return sent, flat.nbytes
+
+    def serve(self) -> None:
+        """Sum pushes and answer pulls until every worker has called ``close()``."""
+        if self.is_worker:
+            raise RuntimeError(f"ps: rank {self.rank} is a worker, not a dedicated server")
+        import time
+
+        comm, W = self.comm, self.num_workers
+        headers = np.zeros((W, 4), dtype=np.int64)
+        while True:
+            # 1. one header from every worker: all reduce the same shape, or all close
+            MPI.Request.Waitall(
+                [
+                    comm.Irecv(headers[i], source=w, tag=_TAG_HEADER)
+                    for i, w in enumerate(self.workers)
+                ]
+            )
+            t0 = time.perf_counter()
+            cmds = headers[:, 0]
+            if (cmds == _CMD_CLOSE).all():
+                return
+            if not (headers == headers[0]).all():
+                raise MismatchError(self._header_mismatch(headers))
+            _, n, dtype_code, opcode = (int(x) for x in headers[0])
+            plan = self._plan(n, _DTYPES[dtype_code], np)
+            lo, hi = plan.bounds[self.shard], plan.bounds[self.shard + 1]
+            rows = plan.rows
+            # 2. receive every worker's range, sum, scale once
+            MPI.Request.Waitall(
+                [comm.Irecv(rows[i], source=w, tag=_TAG_PUSH) for i, w in enumerate(self.workers)]
+            )
+            acc = plan.acc
+            np.add.reduce(rows, axis=0, out=acc)
+            if opcode == OPS["mean"]:
+                acc *= 1.0 / W
+            # 3. answer the pulls
+            MPI.Request.Waitall([comm.Isend(acc, dest=w, tag=_TAG_PULL) for w in self.workers])
+            nbytes = W * (hi - lo) * rows.itemsize
+            self.stats.add(nbytes, nbytes, time.perf_counter() - t0)
+
+    def _header_mismatch(self, headers: np.ndarray) -> str:
+        names = {1: "float32", 2: "float64"}
+        parts = []
+        for w, h in zip(self.workers, headers, strict=True):
+            if h[0] == _CMD_CLOSE:
+                parts.append(f"rank {w}: closed")
+            else:
+                parts.append(
+                    f"rank {w}: {h[1]} elements {names.get(int(h[2]), h[2])} "
+                    f"op {'mean' if h[3] == 2 else 'sum'}"
+                )
+        return f"ps: server rank {self.rank}: workers disagree: " + "; ".join(parts)
+
+    def close(self) -> None:
+        """Tell every dedicated server this worker is done, then free the communicator."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.dedicated and self.is_worker:
+            self._header[:] = (_CMD_CLOSE, 0, 0, 0)
+            MPI.Request.Waitall(
+                [self.comm.Isend(self._header, dest=s, tag=_TAG_HEADER) for s in self.servers]
+            )
+        if self._agree_comm is not None and self._agree_comm is not self.comm:
+            self._agree_comm.Free()
+        super().close()
