@@ -31,9 +31,14 @@ def main() -> None:
     ap.add_argument("--ops", default="sum,mean")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--repeat", type=int, default=2, help="calls per case (reuse of buffers)")
+    ap.add_argument("--xp", default="numpy", choices=["numpy", "cupy"], help="buffer kind")
     args = ap.parse_args()
 
     comm = MPI.COMM_WORLD
+    if args.xp == "cupy":
+        import cupy
+
+        cupy.cuda.Device(comm.Get_rank() % cupy.cuda.runtime.getDeviceCount()).use()
     size = comm.Get_size()
     lengths = [int(x) if x != "p-1" else max(size - 1, 1) for x in args.lengths.split(",")]
     reducer = mpicomm.make_reducer(args.strategy, comm=comm, **json.loads(args.options))
@@ -61,7 +66,13 @@ def main() -> None:
                         total /= workers
                         scale /= workers
                     buf = mine.copy()
+                    if args.xp == "cupy":
+                        buf = cupy.asarray(mine)
                     out = reducer.allreduce(buf, op=op)
+                    if args.xp == "cupy":
+                        if out is not buf:
+                            failures.append("allreduce did not return its buffer")
+                        out = buf = out.get()
                     eps = np.finfo(dtype).eps
                     err = np.abs(out.astype(np.float64) - total)
                     bound = 4 * workers * eps * (scale + 1e-30)

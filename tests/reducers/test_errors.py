@@ -1,0 +1,96 @@
+"""Bad input: a clear error on every rank, never a hang or a wrong sum.
+
+Also: a raising rank ends the whole job.
+"""
+
+import json
+import time
+
+import pytest
+from mpi_harness import run_mpi, run_script
+
+CASES = [
+    ("native", {}),
+    ("ring", {}),
+    ("hierarchical", {"ranks_per_node": 2}),
+    ("hierarchical", {"ranks_per_node": 2, "variant": "leader"}),
+    ("ps", {"servers": 2}),
+    ("ps", {"dedicated": True}),
+]
+
+
+@pytest.mark.parametrize("nranks", [1, 3])
+@pytest.mark.parametrize(
+    "strategy,options", CASES, ids=lambda c: json.dumps(c) if isinstance(c, dict) else c
+)
+def test_bad_input_errors_on_every_rank(strategy, options, nranks):
+    # S servers need S ranks; a dedicated server also needs a worker beside it
+    nranks = max(nranks, options.get("servers", 1) + int(options.get("dedicated", False)))
+    res = run_script(nranks, "check_errors.py", strategy, json.dumps(options), timeout=90)
+    res.expect_ok()
+    workers = [r for r in res.records if r.get("role") != "server"]
+    if len(workers) > 1:
+        for rec in workers:
+            assert (
+                "1024 elements" in rec["mismatch_message"]
+                or "1000 elements" in rec["mismatch_message"]
+            )
+
+
+def test_unknown_strategy_option_and_values():
+    run_script(3, "check_options.py", timeout=90).expect_ok()
+
+
+def test_validate_every_call_catches_mismatch_of_a_seen_shape():
+    """With validate=True a length seen before on each rank still gets checked on every call."""
+    res = run_script(3, "check_validate.py", timeout=90)
+    res.expect_ok()
+
+
+def test_raising_rank_ends_the_job_quickly():
+    """Rank 1 raises while the others wait inside allreduce: the job must end non-zero, fast."""
+    t0 = time.monotonic()
+    res = run_mpi(
+        3,
+        [
+            "-m",
+            "mpi4py",
+            "-c",
+            (
+                "import numpy as np, mpicomm\n"
+                "from mpi4py import MPI\n"
+                "r = mpicomm.make_reducer('ring')\n"
+                "if MPI.COMM_WORLD.rank == 1: raise RuntimeError('boom on rank one')\n"
+                "r.allreduce(np.ones(10))\n"
+            ),
+        ],
+        timeout=60,
+    )
+    assert not res.timed_out, "a raising rank left the job hanging"
+    assert res.returncode != 0
+    assert "boom on rank one" in res.stderr
+    assert time.monotonic() - t0 < 30
+
+
+def test_cli_guard_names_the_rank_and_aborts():
+    """mpicomm.cli.guarded (used by every `python -m mpicomm` command) aborts all ranks."""
+    res = run_mpi(
+        3,
+        [
+            "-c",
+            (
+                "import numpy as np, mpicomm\n"
+                "from mpi4py import MPI\n"
+                "from mpicomm.cli import guarded\n"
+                "def main():\n"
+                "    r = mpicomm.make_reducer('ps')\n"
+                "    if MPI.COMM_WORLD.rank == 2: raise ValueError('bad gradient on two')\n"
+                "    r.allreduce(np.ones(10))\n"
+                "guarded(main)\n"
+            ),
+        ],
+        timeout=60,
+    )
+    assert not res.timed_out
+    assert res.returncode != 0
+    assert "mpicomm: rank 2: ValueError: bad gradient on two -- aborting job" in res.stderr
