@@ -1,0 +1,120 @@
+"""Cross-rank aggregation of run metrics (the training loop's only MPI, outside its reducer).
+
+Called a handful of times per run — at set-up and after the loop — never per
+step. Buffer (capitalised) mpi4py methods only; every function is collective
+over ``comm`` and returns the same answer on every rank.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = [
+    "first_failure",
+    "max_over_ranks",
+    "sum_over_ranks",
+    "gather_rows",
+    "quiet_barrier",
+    "solo_comm",
+    "world",
+    "probe_link",
+]
+
+
+def world() -> MPI.Comm:
+    """Return ``MPI.COMM_WORLD`` (the communicator a run spans by default)."""
+    return MPI.COMM_WORLD
+
+
+def solo_comm() -> MPI.Comm:
+    """Return ``MPI.COMM_SELF``, for a 1-worker baseline run on one rank."""
+    return MPI.COMM_SELF
+
+
+def first_failure(comm: MPI.Comm, failed: bool) -> int:
+    """Return the lowest rank that reports ``failed``, or -1 if none did.
+
+    Lets every rank learn about a set-up error on any rank, so all of them can
+    stop cleanly instead of some waiting in a collective forever.
+    """
+    mine = np.array([comm.Get_rank() if failed else comm.Get_size()], dtype=np.int64)
+    lowest = np.empty_like(mine)
+    comm.Allreduce(mine, lowest, MPI.MIN)
+    return -1 if lowest[0] == comm.Get_size() else int(lowest[0])
+
+
+def max_over_ranks(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
+    """Return the element-wise maximum of a float64 array (same length on every rank)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    out = np.empty_like(values)
+    comm.Allreduce(values, out, MPI.MAX)
+    return out
+
+
+def sum_over_ranks(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
+    """Return the element-wise sum of a float64 array (same length on every rank)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    out = np.empty_like(values)
+    comm.Allreduce(values, out, MPI.SUM)
+    return out
+
+
+def gather_rows(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
+    """Return a (ranks, k) float64 array whose row r is rank r's ``values`` (length k)."""
+    values = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    out = np.empty((comm.Get_size(), values.size), dtype=np.float64)
+    comm.Allgather(values, out)
+    return out
+
+
+def quiet_barrier(comm: MPI.Comm, poll_seconds: float = 0.002) -> None:
+    """Barrier that sleeps while it waits, so waiting ranks leave the CPU to a running one.
+
+    A plain ``Barrier`` spins in MPICH and would steal cores from the rank that
+    is running alone (the 1-worker baseline) on an oversubscribed host.
+    """
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(poll_seconds)
+
+
+def probe_link(comm: MPI.Comm, large_nbytes: int = 1 << 20, reps: int = 20) -> tuple[float, float]:
+    """Estimate the α (seconds) and β (seconds/byte) of the rank 0 ↔ rank 1 link by ping-pong.
+
+    Half the median round trip of an 8-byte message is α; the extra time of a
+    ``large_nbytes`` message over it, per byte, is β. Other ranks wait quietly.
+    Returns (nan, nan) on a single rank.
+    """
+    if comm.Get_size() < 2:
+        return float("nan"), float("nan")
+    pc = comm.Dup()
+    me = pc.Get_rank()
+    result = np.zeros(2)
+    if me < 2:
+        peer = 1 - me
+        buf = np.zeros(large_nbytes, dtype=np.uint8)
+        medians = []
+        for nbytes in (8, large_nbytes):
+            msg = buf[:nbytes]
+            rtts = np.empty(reps)
+            for i in range(reps + 2):  # two warm-up round trips
+                t0 = time.perf_counter()
+                if me == 0:
+                    pc.Send(msg, dest=peer, tag=7)
+                    pc.Recv(msg, source=peer, tag=7)
+                else:
+                    pc.Recv(msg, source=peer, tag=7)
+                    pc.Send(msg, dest=peer, tag=7)
+                if i >= 2:
+                    rtts[i - 2] = time.perf_counter() - t0
+            medians.append(float(np.median(rtts)) / 2)
+        if me == 0:
+            alpha = medians[0]
+            result[:] = alpha, max(medians[1] - alpha, 0.0) / (large_nbytes - 8)
+    quiet_barrier(pc)
+    out = max_over_ranks(pc, result)
+    pc.Free()
+    return float(out[0]), float(out[1])
