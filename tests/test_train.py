@@ -1,0 +1,182 @@
+"""The training loop under mpiexec: strategies agree, data parallelism is exact, it learns,
+checkpoints resume bit-for-bit, compare writes its JSON, and bad input gives a clear message."""
+
+import json
+
+import numpy as np
+import pytest
+from mpi_harness import run_mpi, run_script
+
+import mpicomm
+from mpicomm.train import ConfigError, TrainConfig
+
+SMALL = ["--layers", "16,32,32,4", "--train-samples", "512", "--test-samples", "64",
+         "--eval-samples", "128", "--log-every", "0"]
+
+
+def train(nranks, *args, timeout=120):
+    return run_mpi(nranks, ["-m", "mpicomm", "train", *map(str, args)], timeout=timeout)
+
+
+def ok(res):
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    return res
+
+
+def params(path):
+    with np.load(path) as f:
+        return f["params"], f["momentum"], int(f["step"])
+
+
+def rel_err(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def test_strategies_reach_the_same_params(tmp_path):
+    """native, ring, hierarchical (2 ranks/node), ps (colocated) on 4 ranks agree to 1e-5;
+    ps with a dedicated server (3 workers) agrees with native on 3 ranks."""
+    assert {"native", "ring", "hierarchical", "ps"} <= set(mpicomm.strategies())
+    runs4 = [["native", "native", {}], ["ring", "ring", {}],
+             ["hierarchical", "hierarchical", {"ranks_per_node": 2}], ["ps", "ps", {}],
+             ["ps2", "ps", {"servers": 2}], ["ps_dedicated", "ps", {"dedicated": True}]]
+    run_script(4, "train_agree.py", tmp_path, json.dumps(runs4), timeout=150).expect_ok()
+    run_script(3, "train_agree.py", tmp_path, json.dumps([["native3", "native", {}]]),
+               timeout=90).expect_ok()
+    ref, _, step = params(tmp_path / "native.npz")
+    assert step == 20
+    start = mpicomm.model.MLP((16, 32, 32, 4), seed=0).params
+    assert rel_err(ref, start) > 1e-2  # training moved the params, so agreement means something
+    for label in ("ring", "hierarchical", "ps", "ps2"):
+        got = params(tmp_path / f"{label}.npz")[0]
+        assert rel_err(got, ref) < 1e-5, f"{label} differs from native: {rel_err(got, ref):.3g}"
+    ded, ref3 = params(tmp_path / "ps_dedicated.npz")[0], params(tmp_path / "native3.npz")[0]
+    assert rel_err(ded, ref3) < 1e-5
+    assert rel_err(ref3, ref) > 1e-3  # 3 workers is a different run from 4 (a real check)
+
+
+def test_data_parallel_equals_single_process_on_the_global_batch(tmp_path):
+    common = [*SMALL, "--dtype", "float64", "--steps", "15", "--checkpoint-every", "15"]
+    ok(train(4, *common, "--batch-size", "8", "--checkpoint", tmp_path / "p4.npz"))
+    ok(train(1, *common, "--batch-size", "32", "--checkpoint", tmp_path / "p1.npz"))
+    p4, v4, _ = params(tmp_path / "p4.npz")
+    p1, v1, _ = params(tmp_path / "p1.npz")
+    assert rel_err(p4, p1) < 1e-12 and rel_err(v4, v1) < 1e-10
+    ok(train(1, *common, "--batch-size", "8", "--checkpoint", tmp_path / "b8.npz"))
+    assert rel_err(params(tmp_path / "b8.npz")[0], p1) > 1e-4  # batch 8 alone is not the same
+
+
+def test_loss_decreases_and_the_model_learns(tmp_path):
+    out = tmp_path / "learn.json"
+    ok(train(2, "--layers", "32,64,10", "--steps", "300", "--batch-size", "32",
+             "--train-samples", "8192", "--json", out))
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["train_loss_last"] < 0.5 * rec["train_loss_first"], rec
+    assert rec["final_accuracy"] > 0.6 and rec["test_accuracy"] > 0.5, rec  # chance: 0.1
+    assert rec["params_in_sync"] is True
+
+
+def test_checkpoint_resume_is_bit_identical(tmp_path):
+    common = [*SMALL, "--strategy", "ring", "--batch-size", "8", "--lr", "0.1",
+              "--warmup-steps", "6", "--scale-lr", "--train-samples", "200"]  # epochs turn over
+    ok(train(2, *common, "--steps", "20", "--checkpoint", tmp_path / "full.npz"))
+    ck = tmp_path / "part.npz"
+    ok(train(2, *common, "--steps", "13", "--checkpoint", ck, "--checkpoint-every", "5"))
+    assert params(ck)[2] == 13
+    res = ok(train(2, *common, "--steps", "20", "--checkpoint", ck, "--resume",
+                   "--log-every", "20"))
+    assert "resumed at step 13" in res.stdout
+    full, vfull, _ = params(tmp_path / "full.npz")
+    resumed, vres, step = params(ck)
+    assert step == 20
+    np.testing.assert_array_equal(resumed, full)
+    np.testing.assert_array_equal(vres, vfull)
+
+
+def test_bad_checkpoints_give_clear_errors(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"this is not a zip file")
+    res = train(2, *SMALL, "--steps", "3", "--checkpoint", bad, "--resume")
+    assert res.returncode != 0 and "corrupt or not an mpicomm checkpoint" in res.stdout, res.tail()
+    ck = tmp_path / "ck.npz"
+    ok(train(2, *SMALL, "--steps", "3", "--checkpoint", ck))
+    res = train(2, *[a if a != "16,32,32,4" else "16,8,4" for a in SMALL], "--steps", "5",
+                "--checkpoint", ck, "--resume")
+    assert res.returncode != 0, res.tail()
+    assert "holds a model with --layers 16,32,32,4" in res.stdout, res.tail()
+    assert "this run has --layers 16,8,4" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--layers", "16,x,4"], "--layers '16,x,4': 'x' is not an integer"),
+    (["--layers", "16"], "need at least 2 widths"),
+    (["--data", "/nonexistent/d.npz"], "--data /nonexistent/d.npz: no such file"),
+    (["--batch-size", "300"], "batch too large for the shard: --batch-size 300 per worker × 2"),
+    (["--momentum", "1.5"], "--momentum must be in [0, 1)"),
+    (["--strategy", "carrier-pigeon"], "unknown strategy 'carrier-pigeon'; valid strategies"),
+])
+def test_bad_input_gives_a_clear_message(args, message):
+    res = train(2, *SMALL, "--steps", "2", *args, timeout=60)
+    assert res.returncode not in (0, None), res.tail()
+    out = res.stdout + res.stderr
+    assert message in out, res.tail()
+    assert out.count(message) == 1  # said once, not once per rank
+
+
+def test_npz_shape_mismatch_and_missing_keys(tmp_path):
+    f = tmp_path / "d.npz"
+    np.savez(f, x=np.zeros((50, 7), np.float32), y=np.zeros(50, np.int64))
+    res = train(2, *SMALL, "--data", f, "--steps", "2", timeout=60)
+    assert res.returncode != 0
+    assert "x has 7 features per sample but --layers starts with 16" in res.stdout, res.tail()
+    np.savez(f, x=np.zeros((50, 16), np.float32), labels=np.zeros(50, np.int64))
+    res = train(2, *SMALL, "--data", f, "--steps", "2", timeout=60)
+    assert "missing array 'y' (found: labels, x)" in res.stdout, res.tail()
+
+
+def test_npz_data_trains(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((400, 16)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + 2 * (x[:, 1] > 0)  # 4 quadrant classes
+    np.savez(tmp_path / "q.npz", x=x, y=y)
+    out = tmp_path / "q.json"
+    ok(train(2, *SMALL, "--data", tmp_path / "q.npz", "--steps", "150", "--batch-size", "16",
+             "--json", out))
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["test_accuracy"] > 0.7, rec
+
+
+def test_compare_runs_and_writes_json(tmp_path):
+    out = tmp_path / "cmp.json"
+    res = run_mpi(4, ["-m", "mpicomm", "compare", *SMALL, "--steps", "30", "--json", str(out)],
+                  timeout=120)
+    ok(res)
+    doc = json.loads(out.read_text())  # strict JSON: no NaN
+    assert [r["strategy"] for r in doc["results"]] == ["native", "ps", "ring", "hierarchical"]
+    for r in doc["results"]:
+        for key in ("strategy", "ranks", "samples_per_sec", "step_time_median_s", "compute_s",
+                    "comm_s", "bytes_per_step", "final_loss"):
+            assert r[key] is not None, (key, r)
+        assert r["ranks"] == 4 and r["samples_per_sec"] > 0 and r["bytes_per_step"] > 0
+        assert r["params_in_sync"] is True and r["scaling_efficiency"] > 0
+    hier = doc["results"][3]["reducer"]
+    assert hier.get("num_nodes", 2) == 2, hier  # simulated nodes of 2 ranks
+    by = {r["strategy"]: r for r in doc["results"]}
+    n = by["ring"]["grad_bytes"]
+    assert by["ring"]["bytes_per_step"] == pytest.approx(2 * 3 / 4 * n, rel=0.01)
+    assert by["ps"]["bytes_per_step"] > 1.5 * by["ring"]["bytes_per_step"]  # the server link
+    assert {"python", "mpi4py", "numpy", "mpi_library"} <= set(doc["environment"])
+    assert doc["topology"]["ranks"] == 4 and doc["config"]["layers"] == [16, 32, 32, 4]
+    assert " won (" in doc["reading"][0] and "won (" in res.stdout
+
+
+def test_config_refuses_invalid_values():
+    with pytest.raises(ConfigError, match="--lr must be a positive number"):
+        TrainConfig(lr=-1.0)
+    with pytest.raises(ConfigError, match="need --checkpoint"):
+        TrainConfig(resume=True)
+    with pytest.raises(ConfigError, match="--batch-size must be a positive integer"):
+        TrainConfig(batch_size=0)
+    cfg = TrainConfig(layers="8,4")
+    assert cfg.layers == (8, 4)
+    with pytest.raises(Exception, match="cannot assign|frozen"):
+        cfg.lr = 1.0
