@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -182,6 +183,9 @@ class Shard:
         self.yb = xp.empty(batch, dtype=np.int64)
         self.epoch, self.cursor = 0, 0
         self._perm = self._permutation(0)
+        # NumPy's take(out=) copies through a temporary when mode="raise" (the default);
+        # the rows are valid by construction, so "clip" changes nothing but the copy.
+        self._take = functools.partial(np.take, mode="clip") if xp is np else xp.take
 
     def _permutation(self, epoch: int) -> Any:
         perm = np.random.default_rng([self.seed, _STREAM_EPOCH, epoch]).permutation(len(self.x))
@@ -194,8 +198,8 @@ class Shard:
             self._perm = self._permutation(self.epoch)
         lo = self.cursor * self.global_batch + self.offset
         rows = self._perm[lo : lo + self.batch]
-        self.xp.take(self.x, rows, axis=0, out=self.xb)
-        self.xp.take(self.y, rows, out=self.yb)
+        self._take(self.x, rows, axis=0, out=self.xb)
+        self._take(self.y, rows, out=self.yb)
         self.cursor += 1
         return self.xb, self.yb
 

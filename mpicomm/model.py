@@ -23,6 +23,7 @@ so a training step allocates nothing proportional to the model or the batch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -97,17 +98,18 @@ class ReLU:
 
     def __init__(self, xp: Any, mask: Any) -> None:
         self.xp = xp
-        self.mask = mask  # reused bool (batch, width) scratch
+        self.mask = mask  # reused (batch, width) 0/1 scratch, in the activations' dtype
+        self.zero = mask.dtype.type(0)  # a typed 0: no casting buffer in the ufuncs
         self.a: Any = None
 
     def forward(self, z: Any) -> Any:
         """Apply max(z, 0) in place and return z (now the activation)."""
-        self.a = self.xp.maximum(z, 0, out=z)
+        self.a = self.xp.maximum(z, self.zero, out=z)
         return z
 
     def backward(self, da: Any) -> Any:
         """Zero ``da`` where the activation was clipped (da *= a > 0), in place."""
-        self.xp.greater(self.a, 0, out=self.mask)
+        self.xp.greater(self.a, self.zero, out=self.mask)
         da *= self.mask
         return da
 
@@ -117,6 +119,8 @@ class SoftmaxCrossEntropy:
 
     def __init__(self, xp: Any, batch: int, classes: int, dtype: Any) -> None:
         self.xp = xp
+        # NumPy's take(out=) copies through a temporary unless mode != "raise"; indices are valid
+        self.take = functools.partial(np.take, mode="clip") if xp is np else xp.take
         self.rowmax = xp.empty((batch, 1), dtype=dtype)
         self.rowsum = xp.empty((batch, 1), dtype=dtype)
         self.picked = xp.empty(batch, dtype=dtype)
@@ -131,7 +135,7 @@ class SoftmaxCrossEntropy:
         z.max(axis=1, keepdims=True, out=self.rowmax)  # 1. shift by the row max for stability
         z -= self.rowmax
         xp.add(self.rows_c, y, out=self.flat_idx)  # 2. pick z[i, y_i] (shifted) before exp
-        xp.take(z.reshape(-1), self.flat_idx, out=self.picked)
+        self.take(z.reshape(-1), self.flat_idx, out=self.picked)
         xp.exp(z, out=z)  # 3. softmax, in place
         z.sum(axis=1, keepdims=True, out=self.rowsum)
         z /= self.rowsum
@@ -141,9 +145,9 @@ class SoftmaxCrossEntropy:
 
     def backward(self) -> Any:
         """Turn the stored softmax into dloss/dz = (p − onehot) / B, in place, and return it."""
-        xp, z = self.xp, self.z
+        z = self.z
         flat = z.reshape(-1)
-        xp.take(flat, self.flat_idx, out=self.picked)
+        self.take(flat, self.flat_idx, out=self.picked)
         self.picked -= 1
         flat[self.flat_idx] = self.picked  # scatter p_iy − 1 back (B elements)
         z *= 1.0 / z.shape[0]
@@ -157,7 +161,7 @@ class _Buffers:
     def __init__(self, xp: Any, layers: Sequence[int], batch: int, dtype: Any) -> None:
         self.z = [xp.empty((batch, w), dtype=dtype) for w in layers[1:]]  # layer outputs
         self.dx = [xp.empty((batch, w), dtype=dtype) for w in layers[1:-1]]  # grads wrt hidden
-        self.relus = [ReLU(xp, xp.empty((batch, w), dtype=bool)) for w in layers[1:-1]]
+        self.relus = [ReLU(xp, xp.empty((batch, w), dtype=dtype)) for w in layers[1:-1]]
         self.loss = SoftmaxCrossEntropy(xp, batch, layers[-1], dtype)
         self.pred = xp.empty(batch, dtype=np.int64)
         self.hit = xp.empty(batch, dtype=bool)

@@ -372,8 +372,9 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
             lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
             velocity *= mu
             velocity += grads
-            xp.multiply(params, wd, out=grads)
-            velocity += grads
+            if wd:
+                xp.multiply(params, wd, out=grads)
+                velocity += grads
             xp.multiply(velocity, lr, out=grads)
             params -= grads
             if on_gpu:

@@ -1,0 +1,83 @@
+"""Data: the synthetic task is deterministic, shards are disjoint and add up to the global
+batch, the position checkpoints, and .npz problems are named clearly."""
+
+import numpy as np
+import pytest
+
+from mpicomm.data import DataError, Shard, load_npz, synthetic
+
+
+def test_synthetic_is_deterministic_and_uses_every_class():
+    a = synthetic(12, 5, 300, 50, seed=4)
+    b = synthetic(12, 5, 300, 50, seed=4)
+    np.testing.assert_array_equal(a.x_train, b.x_train)
+    np.testing.assert_array_equal(a.y_test, b.y_test)
+    assert a.classes_seen == 5 and a.x_train.shape == (300, 12) and a.x_test.shape == (50, 12)
+    assert not np.array_equal(a.y_train, synthetic(12, 5, 300, 50, seed=5).y_train)
+
+
+def test_worker_batches_are_disjoint_and_union_is_the_global_batch():
+    x = np.arange(100, dtype=np.float32).reshape(100, 1)
+    y = np.arange(100, dtype=np.int64)
+    workers = [Shard(x, y, batch=6, worker_rank=w, num_workers=3, seed=1) for w in range(3)]
+    single = Shard(x, y, batch=18, worker_rank=0, num_workers=1, seed=1)
+    seen_epoch0 = []
+    for step in range(12):  # 5 steps per epoch: crosses two epoch boundaries
+        parts = [s.next()[1].copy() for s in workers]
+        union = np.concatenate(parts)
+        np.testing.assert_array_equal(union, single.next()[1])
+        assert len(set(union.tolist())) == 18
+        if step < 5:
+            seen_epoch0 += union.tolist()
+    assert len(set(seen_epoch0)) == len(seen_epoch0) == 90  # disjoint within the epoch
+    assert workers[0].epoch == 2
+
+
+def test_position_round_trips():
+    x = np.random.default_rng(0).standard_normal((40, 3)).astype(np.float32)
+    y = np.arange(40, dtype=np.int64)
+    a = Shard(x, y, batch=4, worker_rank=1, num_workers=2, seed=9)
+    for _ in range(7):
+        a.next()
+    b = Shard(x, y, batch=4, worker_rank=1, num_workers=2, seed=9)
+    b.load_state(**a.state())
+    for _ in range(6):
+        np.testing.assert_array_equal(a.next()[1], b.next()[1])
+
+
+def test_batch_too_large_for_the_shard():
+    x, y = np.zeros((10, 2), np.float32), np.zeros(10, np.int64)
+    with pytest.raises(DataError, match=r"4 per worker × 3 workers = 12 rows .* has 10 rows"):
+        Shard(x, y, batch=4, worker_rank=0, num_workers=3, seed=0)
+
+
+def test_npz_holdout_and_explicit_test_split(tmp_path):
+    x = np.random.default_rng(0).standard_normal((100, 4))
+    y = np.arange(100) % 3
+    np.savez(tmp_path / "a.npz", x=x, y=y)
+    ds = load_npz(str(tmp_path / "a.npz"), 4, 3, holdout=0.2, seed=0)
+    assert len(ds.x_train) == 80 and len(ds.x_test) == 20 and ds.x_train.dtype == np.float32
+    rows = {tuple(r) for r in ds.x_train.astype(np.float64)} | {tuple(r) for r in ds.x_test}
+    assert len(rows) == 100  # a split, not a resample
+    np.savez(tmp_path / "b.npz", x=x, y=y, x_test=x[:7], y_test=y[:7])
+    assert len(load_npz(str(tmp_path / "b.npz"), 4, 3, holdout=0.2, seed=0).y_test) == 7
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"x": np.zeros((5, 4)), "y": np.zeros(4, np.int64)}, r"y must have shape \(5,\)"),
+    ({"x": np.zeros((5, 4)), "y": np.zeros(5)}, "integer class labels"),
+    ({"x": np.zeros((5, 4)), "y": np.full(5, 3)}, r"labels in \[3, 3\] but --layers ends with 3"),
+    ({"x": np.zeros(5), "y": np.zeros(5, np.int64)}, "x must be 2-D"),
+    ({"x": np.zeros((5, 4)), "y": np.zeros(5, np.int64), "x_test": np.zeros((2, 4))},
+     "only one of x_test, y_test"),
+])
+def test_npz_errors_name_the_problem(tmp_path, arrays, message):
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(DataError, match=message):
+        load_npz(str(tmp_path / "d.npz"), 4, 3, holdout=0.2, seed=0)
+
+
+def test_unreadable_npz(tmp_path):
+    (tmp_path / "junk.npz").write_text("not a zip")
+    with pytest.raises(DataError, match="cannot read as .npz"):
+        load_npz(str(tmp_path / "junk.npz"), 4, 3, holdout=0.2, seed=0)
