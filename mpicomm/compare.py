@@ -5,8 +5,9 @@
 In ONE mpiexec job, for each strategy in turn: the same seed, data, model and
 flags go through ``train.run_training`` (the one loop). Then rank 0 prints one
 table (throughput, step time, compute/comm share, bytes per step, final loss)
-and a reading of who won and why in α-β cost-model terms, using α and β
-measured by a ping-pong between ranks 0 and 1.
+and a reading of who won and why in α-β-γ terms: ``costmodel.measure`` times
+this job's links (ping-pong, ``np.add``) and ``costmodel.predict`` gives each
+strategy's expected comm time, printed beside the measured one.
 
 hierarchical gets simulated nodes of 2 ranks (``ranks_per_node=2``) unless
 ``--ranks-per-node`` (or ``MPICOMM_RANKS_PER_NODE``) says otherwise, so a single
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
+from typing import Any
 
-from mpicomm import metrics
+from mpicomm import costmodel, metrics
 from mpicomm import train as T
 from mpicomm.reducers import strategies
 from mpicomm.topology import resolve_ranks_per_node
@@ -46,48 +47,55 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def reading(records: list[dict], alpha: float, beta: float) -> list[str]:
-    """Return a one-line verdict (who won, why, in cost-model terms) and one line of numbers.
+def reading(records: list[dict], params: Any) -> list[str]:
+    """Return a one-line verdict (who won and why, in α-β-γ terms) and a model-vs-measured line.
 
     Args:
-        records: ``run_training`` records of one job (same model and ranks).
-        alpha, beta: measured link latency (s) and inverse bandwidth (s/byte).
+        records: ``run_training`` records of one job (same model and ranks), each
+            with ``predicted_comm_s`` from ``costmodel.predict``.
+        params: the ``costmodel.ModelParams`` measured in this job.
     """
     ok = [r for r in records if r["samples_per_sec"] == r["samples_per_sec"]]  # drop NaN
     if not ok:
         return ["no strategy completed a timed step"]
     ranked = sorted(ok, key=lambda r: -r["samples_per_sec"])
     win = ranked[0]
-    by = {r["strategy"]: r for r in ok}
     p, n = win["ranks"], win["grad_bytes"]
-    chunk = n / p
-    crossover = alpha / beta if beta > 0 else math.inf  # bytes at which α = n·β
-    verdict = f"{win['strategy']} won ({win['samples_per_sec']:,.0f} samples/s"
+    link = params.flat_link()
+    latency = 2 * (p - 1) * link.alpha  # the ring's two terms, at its message size n/p
+    bandwidth = 2 * (p - 1) / p * n * link.beta_at(n / p)
+    text = f"{win['strategy']} won ({win['samples_per_sec']:,.0f} samples/s"
     if len(ranked) > 1:
-        verdict += f", {win['samples_per_sec'] / ranked[1]['samples_per_sec']:.2f}x " \
-                   f"{ranked[1]['strategy']}"
-    verdict += "). "
+        margin = win["samples_per_sec"] / ranked[1]["samples_per_sec"]
+        spread = win["step_time_p90_s"] / win["step_time_median_s"]
+        text += f", {margin:.2f}x {ranked[1]['strategy']}"
+        if margin < spread:  # the lead is smaller than the winner's own step-time spread
+            text += f"; a tie within the step-time spread, p90/median = {spread:.2f}"
+    text += "). "
     if win["comm_share"] < 0.2:
-        verdict += (f"Compute-bound: comm is only {100 * win['comm_share']:.0f}% of its step, "
-                    "so the strategies differ by little. ")
-    if chunk < crossover:
-        verdict += (f"Latency-bound: a ring chunk n/p = {_fmt_bytes(chunk)} is below "
-                    f"α/β = {_fmt_bytes(crossover)}, so the count of message rounds "
-                    "(2(p-1) for ring, lg p for recursive doubling) decides.")
+        text += (f"Compute-bound: comm is {100 * win['comm_share']:.0f}% of its step, so the "
+                 "strategies differ by little. ")
+    if bandwidth >= latency:
+        text += (f"Bandwidth-bound at n = {_fmt_bytes(n)}: the ring's bytes term "
+                 f"2(p-1)/p·nβ = {bandwidth * 1e6:.0f} µs outweighs its latency term "
+                 f"2(p-1)α = {latency * 1e6:.0f} µs, so bytes through the busiest link decide: "
+                 f"ring/hierarchical ranks send 2(p-1)/p·n = {_fmt_bytes(2 * (p - 1) * n / p)}, "
+                 f"one ps server moves 2(p-1)·n = {_fmt_bytes(2 * (p - 1) * n)}.")
     else:
-        verdict += (f"Bandwidth-bound: a ring chunk n/p = {_fmt_bytes(chunk)} exceeds "
-                    f"α/β = {_fmt_bytes(crossover)}, so bytes on the busiest link decide: "
-                    f"ring/hierarchical ranks each send and receive 2(p-1)/p·n = "
-                    f"{_fmt_bytes(2 * (p - 1) * n / p)}, while one ps server receives and sends "
-                    f"(p-1)·n each way, 2(p-1)·n = {_fmt_bytes(2 * (p - 1) * n)} through one link.")
-    if "ps" in by and win["strategy"] != "ps":
-        verdict += (f" ps lost on its server link ({_fmt_bytes(by['ps']['bytes_per_step'])} "
-                    f"sent/step by its busiest rank).")
-    sent = ", ".join(f"{r['strategy']} {_fmt_bytes(r['bytes_per_step'])}" for r in records)
-    model = (f"n = {_fmt_bytes(n)} of gradients, p = {p}; measured α = {alpha * 1e6:.1f} µs, "
-             f"1/β = {1e-9 / beta if beta > 0 else math.inf:.2f} GB/s; "
-             f"busiest rank sent per step: {sent}.")
-    return [verdict, model]
+        text += (f"Latency-bound at n = {_fmt_bytes(n)}: the ring's latency term "
+                 f"2(p-1)α = {latency * 1e6:.0f} µs outweighs its bytes term "
+                 f"2(p-1)/p·nβ = {bandwidth * 1e6:.0f} µs, so the number of message rounds "
+                 "decides (2(p-1) for ring, lg p for recursive doubling).")
+    pairs = [(r["strategy"], r["comm_s"], r.get("predicted_comm_s")) for r in records]
+    shown = ", ".join(f"{s} {m * 1e3:.2f}/{x * 1e3:.2f}" for s, m, x in pairs if x)
+    line2 = (f"comm ms per step, measured/model: {shown} (α = {link.alpha * 1e6:.1f} µs, "
+             f"1/β(n/p) = {1e-9 / max(link.beta_at(n / p), 1e-300):.2f} GB/s).")
+    ratios = sorted(m / x for _, m, x in pairs if x)
+    if ratios and ratios[len(ratios) // 2] > 2:
+        line2 += (f" Measured runs {ratios[0]:.1f}-{ratios[-1]:.1f}x the model: time in "
+                  "allreduce also holds waiting for the slowest rank's compute and, with more "
+                  "ranks than cores, for a core; α-β sees neither.")
+    return [text, line2]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,9 +133,15 @@ def run(args: argparse.Namespace) -> int:
             records.append(T.run_training(run_cfg, comm, baseline_sps=baseline))
     except T.SetupError:
         return 2
-    alpha, beta = metrics.probe_link(comm)
+    # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
+    hier_rpn = user_rpn if user_rpn is not None else 2
+    model = costmodel.measure(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
+    for name, rec in zip(names, records, strict=True):
+        opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
+        rec["predicted_comm_s"] = costmodel.predict(name, rec["ranks"], rec["grad_bytes"], model,
+                                                    opts)
     if rank0:
-        lines = reading(records, alpha, beta)
+        lines = reading(records, model)
         print()
         print(T.format_table(records))
         print()
@@ -136,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             T.write_json(args.json, T.document(
                 "compare", cfg, records, topology, strategies=names,
-                baseline_samples_per_sec=baseline, link={"alpha_s": alpha, "beta_s_per_byte": beta},
+                baseline_samples_per_sec=baseline, cost_model=dataclasses.asdict(model),
                 reading=lines,
             ))
             print(f"wrote {args.json}")

@@ -20,7 +20,6 @@ __all__ = [
     "quiet_barrier",
     "solo_comm",
     "world",
-    "probe_link",
 ]
 
 
@@ -80,41 +79,3 @@ def quiet_barrier(comm: MPI.Comm, poll_seconds: float = 0.002) -> None:
     while not req.Test():
         time.sleep(poll_seconds)
 
-
-def probe_link(comm: MPI.Comm, large_nbytes: int = 1 << 20, reps: int = 20) -> tuple[float, float]:
-    """Estimate the α (seconds) and β (seconds/byte) of the rank 0 ↔ rank 1 link by ping-pong.
-
-    Half the median round trip of an 8-byte message is α; the extra time of a
-    ``large_nbytes`` message over it, per byte, is β. Other ranks wait quietly.
-    Returns (nan, nan) on a single rank.
-    """
-    if comm.Get_size() < 2:
-        return float("nan"), float("nan")
-    pc = comm.Dup()
-    me = pc.Get_rank()
-    result = np.zeros(2)
-    if me < 2:
-        peer = 1 - me
-        buf = np.zeros(large_nbytes, dtype=np.uint8)
-        medians = []
-        for nbytes in (8, large_nbytes):
-            msg = buf[:nbytes]
-            rtts = np.empty(reps)
-            for i in range(reps + 2):  # two warm-up round trips
-                t0 = time.perf_counter()
-                if me == 0:
-                    pc.Send(msg, dest=peer, tag=7)
-                    pc.Recv(msg, source=peer, tag=7)
-                else:
-                    pc.Recv(msg, source=peer, tag=7)
-                    pc.Send(msg, dest=peer, tag=7)
-                if i >= 2:
-                    rtts[i - 2] = time.perf_counter() - t0
-            medians.append(float(np.median(rtts)) / 2)
-        if me == 0:
-            alpha = medians[0]
-            result[:] = alpha, max(medians[1] - alpha, 0.0) / (large_nbytes - 8)
-    quiet_barrier(pc)
-    out = max_over_ranks(pc, result)
-    pc.Free()
-    return float(out[0]), float(out[1])

@@ -501,16 +501,18 @@ COLUMNS = [  # header, record key, format
     ("strategy", "strategy", "{}"),
     ("ranks", "ranks", "{}"),
     ("samples/s", "samples_per_sec", "{:,.0f}"),
-    ("step ms med", "step_time_median_s", "ms"),
+    ("step ms", "step_time_median_s", "ms"),     # median over steps of the slowest rank
     ("p90", "step_time_p90_s", "ms"),
-    ("compute", "compute_share", "%"),
+    ("compute", "compute_share", "%"),          # shares of the step time
     ("comm", "comm_share", "%"),
-    ("optim", "optimizer_share", "%"),
+    ("opt", "optimizer_share", "%"),
     ("other", "other_share", "%"),
-    ("KB sent/step", "bytes_per_step", "kb"),
-    ("final loss", "final_loss", "{:.4f}"),
-    ("train acc", "final_accuracy", "%"),
-    ("test acc", "test_accuracy", "%"),
+    ("comm ms", "comm_s", "ms"),                # measured comm per step
+    ("model ms", "predicted_comm_s", "ms"),     # costmodel.predict (compare only)
+    ("KB/step", "bytes_per_step", "kb"),         # sent by the busiest rank
+    ("loss", "final_loss", "{:.4f}"),
+    ("train", "final_accuracy", "%"),
+    ("test", "test_accuracy", "%"),
     ("eff", "scaling_efficiency", "eff"),
 ]
 
@@ -530,10 +532,11 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def format_table(records: list[dict]) -> str:
-    """Return the aligned results table (one row per record)."""
-    rows = [[h for h, _, _ in COLUMNS]]
-    rows += [[_cell(r.get(k), f) for _, k, f in COLUMNS] for r in records]
-    widths = [max(len(row[j]) for row in rows) for j in range(len(COLUMNS))]
+    """Return the aligned results table (one row per record; columns no record has are left out)."""
+    cols = [c for c in COLUMNS if any(r.get(c[1]) is not None for r in records)]
+    rows = [[h for h, _, _ in cols]]
+    rows += [[_cell(r.get(k), f) for _, k, f in cols] for r in records]
+    widths = [max(len(row[j]) for row in rows) for j in range(len(cols))]
     lines = ["  ".join(c.ljust(wd) if j == 0 else c.rjust(wd) for j, (c, wd) in
                        enumerate(zip(row, widths, strict=True))) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
