@@ -76,13 +76,20 @@ def reading(records: list[dict], params: Any) -> list[str]:
         text += (f"Compute-bound: comm is {100 * win['comm_share']:.0f}% of its step, so the "
                  "strategies differ by little. ")
     if bandwidth >= latency:
-        text += (f"Bandwidth-bound at n = {_fmt_bytes(n)}: the ring's bytes term "
+        text += (f"Comm is bandwidth-bound at n = {_fmt_bytes(n)}: the ring's bytes term "
                  f"2(p-1)/p·nβ = {bandwidth * 1e6:.0f} µs outweighs its latency term "
                  f"2(p-1)α = {latency * 1e6:.0f} µs, so bytes through the busiest link decide: "
-                 f"ring/hierarchical ranks send 2(p-1)/p·n = {_fmt_bytes(2 * (p - 1) * n / p)}, "
-                 f"one ps server moves 2(p-1)·n = {_fmt_bytes(2 * (p - 1) * n)}.")
+                 f"a ring/hierarchical rank sends 2(p-1)/p·n = {_fmt_bytes(2 * (p - 1) * n / p)}"
+                 " per step")
+        ps = next((r for r in records if r["strategy"] == "ps"), None)
+        if ps is not None:
+            S, W = len(ps["reducer"].get("servers") or [0]), ps["workers"]
+            busiest = (W - (0 if ps["reducer"].get("dedicated") else 1)) * n / S
+            text += (f", a ps server (S = {S}) sends {'(W-1)' if busiest < W * n / S else 'W'}"
+                     f"·n/S = {_fmt_bytes(busiest)} and receives as much through one link")
+        text += "."
     else:
-        text += (f"Latency-bound at n = {_fmt_bytes(n)}: the ring's latency term "
+        text += (f"Comm is latency-bound at n = {_fmt_bytes(n)}: the ring's latency term "
                  f"2(p-1)α = {latency * 1e6:.0f} µs outweighs its bytes term "
                  f"2(p-1)/p·nβ = {bandwidth * 1e6:.0f} µs, so the number of message rounds "
                  "decides (2(p-1) for ring, lg p for recursive doubling).")

@@ -596,9 +596,13 @@ def run(args: argparse.Namespace) -> int:
     except SetupError:
         return 2
     if comm.Get_rank() == 0:
+        if not record["steps"]:
+            print(f"nothing to train: the checkpoint is at step {record['resumed_from_step']} "
+                  f"of --steps {cfg.steps}")
         print(format_table([record]))
-        print(f"framework overhead (step time outside compute+comm+optimizer): "
-              f"{100 * record['other_share']:.1f}%")
+        if record["steps_timed"]:
+            print(f"framework overhead (step time outside compute+comm+optimizer): "
+                  f"{100 * record['other_share']:.1f}%")
         if cfg.json:
             write_json(cfg.json, document("train", cfg, [record], topology))
             print(f"wrote {cfg.json}")
