@@ -8,6 +8,9 @@
     topo = mpicomm.Topology(MPI.COMM_WORLD, ranks_per_node=None)
 """
 
+# first: picks the MPI thread level (--thread-level / MPICOMM_THREAD_LEVEL) before
+# anything imports mpi4py.MPI, which initialises MPI
+from mpicomm import _mpi_init  # noqa: F401
 from mpicomm.options import ReducerOptions
 from mpicomm.reducers import REDUCERS, MismatchError, Reducer, make_reducer, strategies
 from mpicomm.topology import Topology

@@ -21,6 +21,8 @@ __all__ = ["main", "COMMANDS", "guarded"]
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("mpicomm.info", "print MPI, topology and buffer-support facts"),
+    "bench": ("mpicomm.bench", "nccl-tests-style sweep: time, algbw, busbw, #wrong per size"),
+    "model": ("mpicomm.costmodel", "alpha-beta-gamma cost model: predicted vs measured time"),
     "train": ("mpicomm.train", "train the MLP with one sync strategy; time and bytes per step"),
     "compare": ("mpicomm.compare", "train under several strategies in one job; side-by-side table"),
 }

@@ -9,10 +9,12 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from mpicomm.options import ReducerOptions
+from mpicomm.reducers.auto import AutoReducer
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.hierarchical import HierarchicalReducer
 from mpicomm.reducers.native import NativeReducer
 from mpicomm.reducers.ps import ParameterServerReducer
+from mpicomm.reducers.recursive_doubling import RecursiveDoublingReducer
 from mpicomm.reducers.ring import RingReducer
 
 __all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
@@ -22,6 +24,8 @@ REDUCERS: dict[str, type[Reducer]] = {
     "ring": RingReducer,
     "hierarchical": HierarchicalReducer,
     "ps": ParameterServerReducer,
+    "recursive_doubling": RecursiveDoublingReducer,
+    "auto": AutoReducer,
 }
 
 

@@ -1,0 +1,354 @@
+"""``python -m mpicomm bench``: nccl-tests-style sweep of every strategy over message sizes.
+
+    mpiexec -n 2 python -m mpicomm bench -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -d float
+
+The harness owns what is generic; a plug-in (``bench_allreduce.AllreduceTest``,
+one per registered strategy) owns the collective. Per strategy and size:
+
+1. take views of buffers allocated once for the largest size, fill the input;
+2. warm up ``-w`` calls (first-use setup: scratch buffers, agreement checks);
+3. time ``-n`` calls one by one on every rank; per call keep the slowest rank's
+   time (one MAX reduction over all calls afterwards, outside the timed loop);
+   report the median, min and max over calls;
+4. algbw = bytes / time; busbw = algbw × 2(p-1)/p (the plug-in's bus factor);
+5. ``-c`` times: refill inputs from (seed, rank, rep), run once, count elements
+   off the independently computed expectation; ``#wrong`` is summed over ranks;
+6. print one nccl-tests row; ``vs <baseline>`` is baseline time / time (>1: faster).
+
+The harness never names a strategy: it takes the names from the registry (or
+``--strategies``) and the baseline from ``--baseline``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
+from mpicomm.bench_allreduce import AllreduceTest
+from mpicomm.options import HIERARCHICAL_VARIANTS
+from mpicomm.reducers import make_reducer, strategies
+
+__all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
+           "run", "RECORD_KEYS"]
+
+DTYPES = {"float": np.float32, "float32": np.float32, "double": np.float64,
+          "float64": np.float64}
+TYPE_NAMES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+RECORD_KEYS = ["strategy", "ranks", "bytes", "count", "type", "redop", "time_us", "min_us",
+               "max_us", "algbw_gbps", "busbw_gbps", "wrong", "vs_baseline"]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One sweep's settings (the nccl-tests flags)."""
+
+    sizes: tuple[int, ...]
+    iters: int = 20
+    warmup: int = 5
+    check: int = 1
+    dtype: str = "float"
+    op: str = "sum"
+    seed: int = 1
+
+
+def parse_bytes(text: str) -> int:
+    """Parse ``8``, ``4K``, ``64M``, ``1G`` (powers of 1024) into bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B")
+    try:
+        if t and t[-1] in units:
+            return int(float(t[:-1]) * units[t[-1]])
+        return int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8, 4K, 64M)") from None
+
+
+def size_list(begin: int, end: int, factor: float) -> list[int]:
+    """Geometric sizes from ``begin`` to ``end`` inclusive (nccl-tests ``-b -e -f``)."""
+    if begin < 1 or end < begin or factor <= 1:
+        raise ValueError(f"need 1 <= -b <= -e and -f > 1, got -b {begin} -e {end} -f {factor}")
+    sizes, s = [], begin
+    while s <= end:
+        sizes.append(int(s))
+        s = int(s * factor) if int(s * factor) > s else s + 1
+    return sizes
+
+
+def human(nbytes: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+class Buffers:
+    """Input/output, expected and difference buffers for the largest size; views per size.
+
+    Allocated once per run and written once here, so no page is first touched
+    inside a timed call.
+    """
+
+    def __init__(self, max_count: int, dtype, checks: bool = True) -> None:
+        n = max_count if checks else 1
+        self.buf = np.empty(max_count, dtype=dtype)
+        self.expected = np.empty(n, dtype=dtype)
+        self.diff = np.empty(n, dtype=dtype)
+        for b in (self.buf, self.expected, self.diff):
+            b.fill(0)
+
+
+def count_wrong(out: np.ndarray, expected: np.ndarray, diff: np.ndarray, tol: float) -> int:
+    """Elements of ``out`` farther than ``tol`` from ``expected`` (NaN counts as wrong)."""
+    np.subtract(out, expected, out=diff)
+    np.abs(diff, out=diff)
+    return int(out.size - np.count_nonzero(diff <= tol))
+
+
+def sweep(test, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers, emit=None) -> list[dict]:
+    """Time and check ``test`` at every size of ``cfg``; collective over ``comm``.
+
+    Args:
+        test: the plug-in (see ``mpicomm.bench_allreduce``).
+        comm: the ranks taking part (the plug-in's active ranks).
+        cfg: sizes, iterations, warm-up, checks, dtype, op, seed.
+        bufs: buffers for the largest size.
+        emit: called with each finished row (on every rank), e.g. to print it.
+
+    Returns:
+        One record per size (``RECORD_KEYS`` less ``vs_baseline``), identical on all ranks.
+    """
+    dtype = np.dtype(DTYPES[cfg.dtype])
+    p = comm.Get_size()
+    times = np.empty(max(cfg.iters, 1))
+    wrong = np.zeros(1, dtype=np.int64)
+    rows: list[dict] = []
+    counts = list(dict.fromkeys(test.count(nbytes, dtype.itemsize) for nbytes in cfg.sizes))
+    for count in counts:
+        buf, expected, diff = (b[:count] for b in (bufs.buf, bufs.expected, bufs.diff))
+        test.init_data(buf, expected, cfg.seed, 0)
+        # 1. warm-up: first-use setup stays out of the timings
+        for _ in range(cfg.warmup):
+            test.run(buf)
+        # 2. timed calls, one by one; the slowest rank's time per call
+        comm.Barrier()
+        for i in range(cfg.iters):
+            t0 = time.perf_counter()
+            test.run(buf)
+            times[i] = time.perf_counter() - t0
+        comm.Allreduce(MPI.IN_PLACE, times[: cfg.iters], MPI.MAX)
+        # 3. check against the expectation, on fresh inputs
+        wrong[0] = 0
+        for rep in range(cfg.check):
+            tol = test.init_data(buf, expected, cfg.seed, rep + 1)
+            test.run(buf)
+            wrong[0] += count_wrong(buf, expected, diff, tol)
+        comm.Allreduce(MPI.IN_PLACE, wrong, MPI.SUM)
+        t = times[: cfg.iters]
+        seconds = float(np.median(t)) if cfg.iters else float("nan")
+        algbw = count * dtype.itemsize / seconds / 1e9 if cfg.iters else float("nan")
+        row = {
+            "strategy": test.label,
+            "ranks": p,
+            "bytes": count * dtype.itemsize,
+            "count": count,
+            "type": TYPE_NAMES[dtype],
+            "redop": cfg.op,
+            "time_us": seconds * 1e6,
+            "min_us": float(t.min()) * 1e6 if cfg.iters else float("nan"),
+            "max_us": float(t.max()) * 1e6 if cfg.iters else float("nan"),
+            "algbw_gbps": algbw,
+            "busbw_gbps": algbw * test.bus_factor(p),
+            "wrong": int(wrong[0]),
+        }
+        rows.append(row)
+        if emit is not None:
+            emit(row)
+    return rows
+
+
+# ------------------------------------------------------------------ table
+HEADER = (
+    f"#{'strategy':>19} {'ranks':>5} {'size':>11} {'count':>11} {'type':>6} {'redop':>5} "
+    f"{'time':>9} {'min':>9} {'max':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6} {'vs':>8}\n"
+    f"#{'':>19} {'':>5} {'(B)':>11} {'(elements)':>11} {'':>6} {'':>5} "
+    f"{'(us)':>9} {'(us)':>9} {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'':>6} {'baseline':>8}"
+)
+
+
+def format_row(row: dict) -> str:
+    vs = row.get("vs_baseline")
+    return (
+        f"{row['strategy']:>20} {row['ranks']:>5} {row['bytes']:>11} {row['count']:>11} "
+        f"{row['type']:>6} {row['redop']:>5} {row['time_us']:>9.2f} {row['min_us']:>9.2f} "
+        f"{row['max_us']:>9.2f} {row['algbw_gbps']:>7.2f} {row['busbw_gbps']:>7.2f} "
+        f"{row['wrong']:>6} {'-' if vs is None else f'{vs:.2f}':>8}"
+    )
+
+
+# ---------------------------------------------------------------- command
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategies", default=None,
+                   help="comma-separated strategies (default: all registered)")
+    p.add_argument("--baseline", default="native",
+                   help="strategy the 'vs' column compares to, when it is in the run")
+    p.add_argument("-b", "--minbytes", type=parse_bytes, default=parse_bytes("8"),
+                   help="smallest message size in bytes (8, 4K, 1M; default 8)")
+    p.add_argument("-e", "--maxbytes", type=parse_bytes, default=parse_bytes("64M"),
+                   help="largest message size (default 64M)")
+    p.add_argument("-f", "--stepfactor", type=float, default=2.0,
+                   help="size multiplication factor (default 2)")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="untimed calls per size")
+    p.add_argument("-c", "--check", type=int, default=1,
+                   help="checked calls per size on fresh inputs (0: no check)")
+    p.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float")
+    p.add_argument("-o", "--op", choices=["sum", "mean"], default="sum")
+    p.add_argument("--seed", type=int, default=1, help="inputs derive from (seed, rank)")
+    p.add_argument("--ranks-per-node", type=int, default=None,
+                   help="hierarchical: simulate nodes of K consecutive ranks")
+    p.add_argument("--variant", choices=HIERARCHICAL_VARIANTS, default="reduce_scatter",
+                   help="hierarchical variant")
+    p.add_argument("--servers", type=int, default=1, help="ps: number of servers S")
+    p.add_argument("--dedicated", action="store_true",
+                   help="ps: the last S ranks only serve (they call serve())")
+    p.add_argument("--crossover-bytes", type=parse_bytes, default=None,
+                   help="auto: switch size (default: from the cost model)")
+    p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
+                   help="MPI thread level to request (read before MPI starts; "
+                   "or MPICOMM_THREAD_LEVEL)")
+    p.add_argument("--json", default=None, metavar="PATH", help="write records as JSON")
+    p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
+
+
+def reducer_options(args: argparse.Namespace) -> dict:
+    """The ``ReducerOptions`` fields the command line sets (passed to every strategy)."""
+    return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
+            "servers": args.servers, "dedicated": args.dedicated,
+            "crossover_bytes": args.crossover_bytes}
+
+
+def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
+    """Strategies to run, baseline first; None (after rank 0 printed why) if one is unknown."""
+    known = strategies()
+    names = known if args.strategies is None else [
+        s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in names if s not in known]
+    if unknown or not names:
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            what = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "no strategy"
+            sys.stderr.write(f"mpicomm bench: {what}; valid strategies: {', '.join(known)}\n")
+        return None
+    names = list(dict.fromkeys(names))
+    if args.baseline in names:
+        names.remove(args.baseline)
+        names.insert(0, args.baseline)
+    return names
+
+
+def thread_level_record(args: argparse.Namespace) -> dict:
+    names = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+             MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
+    requested = args.thread_level or requested_thread_level([], os.environ)
+    return {"requested": requested or "multiple (mpi4py default)",
+            "provided": names.get(MPI.Query_thread(), str(MPI.Query_thread()))}
+
+
+def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str | None,
+              printer=None) -> list[dict]:
+    """Sweep every strategy in ``names`` (baseline first); collective over ``COMM_WORLD``.
+
+    Ranks a plug-in marks inactive (dedicated servers) serve while the others
+    sweep. Returns all records on every rank, ``vs_baseline`` filled when the
+    baseline ran; ``printer(row)`` is called once per row as it is produced.
+    """
+    world = MPI.COMM_WORLD
+    dtype = np.dtype(DTYPES[cfg.dtype])
+    bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0)
+    rows: list[dict] = []
+    base_time: dict[int, float] = {}
+    for name in names:
+        test = AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
+        comm = world.Split(0 if test.active else MPI.UNDEFINED, key=world.Get_rank())
+        mine: list[dict] = []
+        if test.active:
+
+            def emit(row: dict, comm=comm, is_base=name == baseline, base=base_time) -> None:
+                t0 = row["time_us"] if is_base else base.get(row["bytes"])
+                row["vs_baseline"] = None if t0 is None else t0 / row["time_us"]
+                if printer is not None and comm.Get_rank() == 0:
+                    printer(row)
+
+            mine = sweep(test, comm, cfg, bufs, emit)
+            test.close()  # releases a dedicated server from serve()
+            comm.Free()
+        else:
+            test.serve()
+            test.close()
+        # every rank gets the records (setup path, not timed: pickling is fine)
+        first = world.allreduce(world.Get_rank() if test.active else world.Get_size(), op=MPI.MIN)
+        mine = world.bcast(mine, root=first)
+        if name == baseline:
+            base_time = {r["bytes"]: r["time_us"] for r in mine}
+        rows += mine
+    return rows
+
+
+def write_records(rows: list[dict], meta: dict, json_path: str | None,
+                  csv_path: str | None) -> None:
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({**meta, "results": rows}, f, indent=1)
+    if csv_path:
+        keys = list(dict.fromkeys(RECORD_KEYS + [k for r in rows for k in r]))
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpicomm.info import environment
+
+    world = MPI.COMM_WORLD
+    names = chosen_strategies(args)
+    if names is None:
+        return 2
+    cfg = BenchConfig(sizes=tuple(size_list(args.minbytes, args.maxbytes, args.stepfactor)),
+                      iters=args.iters, warmup=args.warmup_iters, check=args.check,
+                      dtype=args.datatype, op=args.op, seed=args.seed)
+    options = reducer_options(args)
+    level = thread_level_record(args)
+    root = world.Get_rank() == 0
+    if root:
+        print(f"# mpicomm bench: {world.Get_size()} ranks, {cfg.dtype} {cfg.op}, "
+              f"sizes {human(cfg.sizes[0])} .. {human(cfg.sizes[-1])} x{args.stepfactor:g}, "
+              f"iters {cfg.iters}, warmup {cfg.warmup}, check {cfg.check}, "
+              f"thread level {level['provided']}")
+        print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
+        print(f"# time: median over calls of the slowest rank; vs baseline = "
+              f"{args.baseline} time / time")
+        print(HEADER, flush=True)
+    rows = run_bench(names, options, cfg, args.baseline,
+                     printer=lambda row: print(format_row(row), flush=True))
+    if root:
+        for name in names:
+            mine = [r for r in rows if r["strategy"] == name]
+            if mine:
+                avg = sum(r["busbw_gbps"] for r in mine) / len(mine)
+                bad = sum(r["wrong"] for r in mine)
+                print(f"# {name:>18}: avg bus bandwidth {avg:8.3f} GB/s, "
+                      f"out of bounds values {bad} {'OK' if bad == 0 else 'FAILED'}")
+        meta = {"command": "bench", "argv": sys.argv, "environment": environment(),
+                "thread_level": level, "config": asdict(cfg), "options": options,
+                "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size()}
+        write_records(rows, meta, args.json, args.csv)
+    return 1 if any(r["wrong"] for r in rows) else 0

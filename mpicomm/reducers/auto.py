@@ -1,0 +1,63 @@
+"""auto: recursive doubling for small messages, ring for large — a threshold switch like MPICH's.
+
+1. Once, at construction: take the crossover size ``crossover_bytes`` from the
+   options, or derive it from the cost model (``mpicomm.costmodel``): a short
+   ping-pong between ranks 0 and p-1 gives α and β, ``np.add`` timings give γ(m),
+   and the crossover is the smallest size at which the ring's predicted time
+   beats recursive doubling's. Rank 0's value is broadcast, so every rank
+   switches at the same size (a split decision would deadlock).
+2. Per call: buffers of fewer than ``crossover`` bytes go to recursive doubling,
+   the others to the ring. The two inner reducers run on private duplicates of
+   this reducer's communicator; their ``_allreduce`` is called directly, since
+   this reducer's ``allreduce`` has already checked the buffer.
+
+Cost: min over the two, by the model's own prediction at each size,
+
+    T_auto(n) = lg p·(α + nβ + nγ)                       n < crossover
+              = 2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ       n >= crossover
+
+with the crossover where they meet; on 2 ranks n* ≈ 2α/γ, since both move n bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpicomm.reducers.base import Reducer
+from mpicomm.reducers.recursive_doubling import RecursiveDoublingReducer
+from mpicomm.reducers.ring import RingReducer
+
+__all__ = ["AutoReducer"]
+
+
+class AutoReducer(Reducer):
+    """Per-size choice between recursive doubling and the ring (see module docstring)."""
+
+    name = "auto"
+
+    def __init__(self, comm, options) -> None:
+        super().__init__(comm, options)
+        self.small = RecursiveDoublingReducer(self.comm, options)
+        self.large = RingReducer(self.comm, options)
+        crossover = options.crossover_bytes
+        if crossover is None:
+            from mpicomm.costmodel import auto_crossover, quick_params
+
+            crossover = auto_crossover(self.size, quick_params(self.comm))
+        agreed = np.array([crossover], dtype=np.int64)
+        self.comm.Bcast(agreed, root=0)
+        self.crossover = int(agreed[0])
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["crossover_bytes"] = self.crossover
+        return d
+
+    def _allreduce(self, flat, scale):
+        impl = self.small if flat.nbytes < self.crossover else self.large
+        return impl._allreduce(flat, scale)
+
+    def close(self) -> None:
+        self.small.close()
+        self.large.close()
+        super().close()
