@@ -21,6 +21,8 @@ import argparse
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from mpicomm import costmodel, metrics
 from mpicomm import train as T
 from mpicomm.reducers import strategies
@@ -35,8 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add --strategies, --no-baseline and the training flags."""
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help="comma-separated strategies to run, in order (default %(default)s)")
-    p.add_argument("--no-baseline", dest="baseline", action="store_false",
+    p.add_argument("--no-baseline", dest="solo_baseline", action="store_false",
                    help="skip the 1-worker baseline (no scaling efficiency)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="rounds over all strategies; each reports its median round (default 3)")
     T.add_arguments(p, single_run=False)
 
 
@@ -105,6 +109,22 @@ def reading(records: list[dict], params: Any) -> list[str]:
     return [text, line2]
 
 
+def _median_run(recs: list[dict], baseline: float | None) -> dict:
+    """Return the record of the median-throughput run, with every run's samples/s and spread."""
+    sps = [r["samples_per_sec"] for r in recs]
+    order = sorted(range(len(recs)), key=lambda i: sps[i])
+    rec = dict(recs[order[(len(recs) - 1) // 2]])
+    rec["repeats"] = len(recs)
+    rec["samples_per_sec_runs"] = sps
+    rec["samples_per_sec_spread"] = (max(sps) - min(sps)) / rec["samples_per_sec"]
+    rec["baseline_samples_per_sec"] = baseline
+    rec["scaling_efficiency"] = (rec["samples_per_sec"] / (rec["workers"] * baseline)
+                                 if baseline else None)
+    if len({r["param_crc32"] for r in recs}) > 1:  # same seed, same data: same result
+        rec["params_in_sync"] = False
+    return rec
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every strategy in one job; rank 0 prints the table and reading, writes --json."""
     from mpicomm.topology import Topology
@@ -114,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     bad = [s for s in names if s not in strategies()]
     try:
+        if args.repeats < 1:
+            raise T.ConfigError(f"--repeats must be >= 1, got {args.repeats}")
         if not names or bad:
             raise T.ConfigError(
                 f"--strategies: unknown {', '.join(map(repr, bad)) or '(empty list)'}; "
@@ -131,15 +153,22 @@ def run(args: argparse.Namespace) -> int:
     topology = topo.describe()
     topo.free()
 
-    records = []
+    # Rounds interleave the strategies, so a burst of load on a shared host hits them
+    # alike; each strategy reports its median-throughput round and the spread.
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    baselines = []
     try:
-        baseline = T.measure_baseline(cfg, comm) if args.baseline and comm.Get_size() > 1 else None
-        for name in names:
-            rpn = user_rpn if (user_rpn is not None or name != "hierarchical") else 2
-            run_cfg = dataclasses.replace(cfg, strategy=name, ranks_per_node=rpn)
-            records.append(T.run_training(run_cfg, comm, baseline_sps=baseline))
+        for rnd in range(args.repeats):
+            if args.solo_baseline and comm.Get_size() > 1:
+                baselines.append(T.measure_baseline(cfg, comm))
+            for name in names:
+                rpn = user_rpn if (user_rpn is not None or name != "hierarchical") else 2
+                run_cfg = dataclasses.replace(cfg, strategy=name, ranks_per_node=rpn)
+                runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
     except T.SetupError:
         return 2
+    baseline = float(np.median(baselines)) if baselines else None
+    records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
     hier_rpn = user_rpn if user_rpn is not None else 2
     model = costmodel.measure(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
@@ -156,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         if args.json:
             T.write_json(args.json, T.document(
-                "compare", cfg, records, topology, strategies=names,
+                "compare", cfg, records, topology, strategies=names, repeats=args.repeats,
                 baseline_samples_per_sec=baseline, cost_model=dataclasses.asdict(model),
                 reading=lines,
             ))

@@ -501,6 +501,7 @@ COLUMNS = [  # header, record key, format
     ("strategy", "strategy", "{}"),
     ("ranks", "ranks", "{}"),
     ("samples/s", "samples_per_sec", "{:,.0f}"),
+    ("±", "samples_per_sec_spread", "%"),       # (max - min) / median over repeats
     ("step ms", "step_time_median_s", "ms"),     # median over steps of the slowest rank
     ("p90", "step_time_p90_s", "ms"),
     ("compute", "compute_share", "%"),          # shares of the step time

@@ -147,8 +147,8 @@ def test_npz_data_trains(tmp_path):
 
 def test_compare_runs_and_writes_json(tmp_path):
     out = tmp_path / "cmp.json"
-    res = run_mpi(4, ["-m", "mpicomm", "compare", *SMALL, "--steps", "30", "--json", str(out)],
-                  timeout=120)
+    res = run_mpi(4, ["-m", "mpicomm", "compare", *SMALL, "--steps", "30", "--repeats", "2",
+                      "--json", str(out)], timeout=120)
     ok(res)
     doc = json.loads(out.read_text())  # strict JSON: no NaN
     assert [r["strategy"] for r in doc["results"]] == ["native", "ps", "ring", "hierarchical"]
@@ -158,6 +158,7 @@ def test_compare_runs_and_writes_json(tmp_path):
             assert r[key] is not None, (key, r)
         assert r["ranks"] == 4 and r["samples_per_sec"] > 0 and r["bytes_per_step"] > 0
         assert r["params_in_sync"] is True and r["scaling_efficiency"] > 0
+        assert len(r["samples_per_sec_runs"]) == 2 and r["predicted_comm_s"] > 0
     hier = doc["results"][3]["reducer"]
     assert hier.get("num_nodes", 2) == 2, hier  # simulated nodes of 2 ranks
     by = {r["strategy"]: r for r in doc["results"]}
