@@ -36,11 +36,11 @@ DEFAULT_STRATEGIES = ("native", "ps", "ring", "hierarchical")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add --strategies, --no-baseline and the training flags."""
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                   help="comma-separated strategies to run, in order (default %(default)s)")
+                   help="comma-separated strategies to run, in order")
     p.add_argument("--no-baseline", dest="solo_baseline", action="store_false",
                    help="skip the 1-worker baseline (no scaling efficiency)")
     p.add_argument("--repeats", type=int, default=3,
-                   help="rounds over all strategies; each reports its median round (default 3)")
+                   help="rounds over all strategies; each reports its median round")
     T.add_arguments(p, single_run=False)
 
 

@@ -143,17 +143,27 @@ class TrainConfig:
                 "servers": self.servers, "dedicated": self.dedicated, "validate": self.validate}
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show defaults in --help, except for on/off switches (their default is 'off')."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.nargs == 0:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True) -> None:
     """Add the training flags (defaults from ``TrainConfig``) to ``p``.
 
     ``single_run=False`` (compare) leaves out --strategy, checkpointing and --baseline.
     """
     d = TrainConfig()
+    p.formatter_class = _DefaultsFormatter
     if single_run:
         p.add_argument("--strategy", default=d.strategy,
-                       help=f"gradient sync strategy: {', '.join(strategies())} (default native)")
+                       help=f"gradient sync strategy: {', '.join(strategies())}")
     p.add_argument("--layers", default=",".join(map(str, d.layers)),
-                   help="MLP widths: features,hidden...,classes (default %(default)s)")
+                   help="MLP widths: features,hidden...,classes")
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="rows per worker per step")
     p.add_argument("--steps", type=int, default=d.steps, help="optimizer steps")
     p.add_argument("--lr", type=float, default=d.lr, help="learning rate")

@@ -39,6 +39,8 @@ def test_strategies_reach_the_same_params(tmp_path):
     runs4 = [["native", "native", {}], ["ring", "ring", {}],
              ["hierarchical", "hierarchical", {"ranks_per_node": 2}], ["ps", "ps", {}],
              ["ps2", "ps", {"servers": 2}], ["ps_dedicated", "ps", {"dedicated": True}]]
+    extra = [s for s in ("recursive_doubling", "auto") if s in mpicomm.strategies()]
+    runs4 += [[s, s, {}] for s in extra]
     run_script(4, "train_agree.py", tmp_path, json.dumps(runs4), timeout=150).expect_ok()
     run_script(3, "train_agree.py", tmp_path, json.dumps([["native3", "native", {}]]),
                timeout=90).expect_ok()
@@ -46,7 +48,7 @@ def test_strategies_reach_the_same_params(tmp_path):
     assert step == 20
     start = mpicomm.model.MLP((16, 32, 32, 4), seed=0).params
     assert rel_err(ref, start) > 1e-2  # training moved the params, so agreement means something
-    for label in ("ring", "hierarchical", "ps", "ps2"):
+    for label in ("ring", "hierarchical", "ps", "ps2", *extra):
         got = params(tmp_path / f"{label}.npz")[0]
         assert rel_err(got, ref) < 1e-5, f"{label} differs from native: {rel_err(got, ref):.3g}"
     ded, ref3 = params(tmp_path / "ps_dedicated.npz")[0], params(tmp_path / "native3.npz")[0]
