@@ -422,7 +422,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     sums = metrics.sum_over_ranks(comm, timed.sum(axis=0))  # step, compute, comm, optimizer
     wall_max = float(metrics.max_over_ranks(comm, np.array([timed[:, 0].sum()]))[0])
     st = reducer.stats
-    traffic = metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv, float(is_worker)]))
+    traffic = metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv]))  # per rank
     score = np.zeros(6)
     crc = -1.0
     if is_worker:
