@@ -107,7 +107,7 @@ class Reducer:
         if self.options.validate or key not in self._checked:
             self._check_agreement(key)
             self._checked.add(key)
-        scale = None if opcode == 1 else 1.0 / self.num_workers
+        scale = None if opcode == 1 or self.num_workers == 1 else 1.0 / self.num_workers
         if is_device_array(flat):
             sent, recv = self._allreduce_device(flat, scale)
         else:
