@@ -61,8 +61,8 @@ def main() -> None:
         iters = 2000 if nbytes < 1 << 20 else 30
         row = {}
         for rep in range(2):  # interleave: strategy, native, again
-            row[f"{name}{rep}"] = timed(comm, lambda: red.allreduce(a), iters)
-            row[f"native{rep}"] = timed(comm, lambda: nat.allreduce(a), iters)
+            row[f"{name}{rep}"] = timed(comm, lambda a=a: red.allreduce(a), iters)
+            row[f"native{rep}"] = timed(comm, lambda a=a: nat.allreduce(a), iters)
             if comm.size == 2:
                 row[f"bare{rep}"] = timed(comm, bare_ring(comm, a), iters)
         if comm.rank == 0:

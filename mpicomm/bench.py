@@ -53,6 +53,7 @@ class BenchConfig:
 
     sizes: tuple[int, ...]
     iters: int = 20
+    rounds: int = 1
     warmup: int = 5
     check: int = 1
     dtype: str = "float"
@@ -113,66 +114,84 @@ def count_wrong(out: np.ndarray, expected: np.ndarray, diff: np.ndarray, tol: fl
     return int(out.size - np.count_nonzero(diff <= tol))
 
 
-def sweep(test, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers, emit=None) -> list[dict]:
-    """Time and check ``test`` at every size of ``cfg``; collective over ``comm``.
+def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
+          emit=None) -> list[dict]:
+    """Time and check every plug-in of ``tests`` at every size; collective over ``comm``.
+
+    At each size the plug-ins take turns (``cfg.rounds`` turns of ``cfg.iters``
+    calls each), so a slow spell of a shared machine hits them alike and their
+    ratios stay fair.
 
     Args:
-        test: the plug-in (see ``mpicomm.bench_allreduce``).
-        comm: the ranks taking part (the plug-in's active ranks).
-        cfg: sizes, iterations, warm-up, checks, dtype, op, seed.
+        tests: plug-ins (see ``mpicomm.bench_allreduce``) active on every rank of ``comm``.
+        comm: the ranks taking part.
+        cfg: sizes, iterations, rounds, warm-up, checks, dtype, op, seed.
         bufs: buffers for the largest size.
         emit: called with each finished row (on every rank), e.g. to print it.
 
     Returns:
-        One record per size (``RECORD_KEYS`` less ``vs_baseline``), identical on all ranks.
+        One record per plug-in and size (``RECORD_KEYS`` less ``vs_baseline``),
+        identical on all ranks, ordered by size then plug-in.
     """
     dtype = np.dtype(DTYPES[cfg.dtype])
     p = comm.Get_size()
-    times = np.empty(max(cfg.iters, 1))
-    wrong = np.zeros(1, dtype=np.int64)
+    n = cfg.iters
+    times = np.zeros((len(tests), max(cfg.rounds * n, 1)))
+    wrong = np.zeros(len(tests), dtype=np.int64)
     rows: list[dict] = []
-    counts = list(dict.fromkeys(test.count(nbytes, dtype.itemsize) for nbytes in cfg.sizes))
+    counts = list(dict.fromkeys(tests[0].count(nbytes, dtype.itemsize) for nbytes in cfg.sizes))
     for count in counts:
         buf, expected, diff = (b[:count] for b in (bufs.buf, bufs.expected, bufs.diff))
-        test.init_data(buf, expected, cfg.seed, 0)
-        # 1. warm-up: first-use setup stays out of the timings
-        for _ in range(cfg.warmup):
-            test.run(buf)
-        # 2. timed calls, one by one; the slowest rank's time per call
-        comm.Barrier()
-        for i in range(cfg.iters):
-            t0 = time.perf_counter()
-            test.run(buf)
-            times[i] = time.perf_counter() - t0
-        comm.Allreduce(MPI.IN_PLACE, times[: cfg.iters], MPI.MAX)
+        for rnd in range(cfg.rounds):
+            for k, test in enumerate(tests):
+                test.init_data(buf, expected, cfg.seed, 0)
+                # 1. warm-up: first-use setup stays out of the timings
+                for _ in range(cfg.warmup):
+                    test.run(buf)
+                # 2. timed calls, one by one
+                comm.Barrier()
+                for i in range(rnd * n, (rnd + 1) * n):
+                    t0 = time.perf_counter()
+                    test.run(buf)
+                    times[k, i] = time.perf_counter() - t0
+        # the slowest rank's time per call: one reduction, outside the timed loops
+        comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
         # 3. check against the expectation, on fresh inputs
-        wrong[0] = 0
-        for rep in range(cfg.check):
-            tol = test.init_data(buf, expected, cfg.seed, rep + 1)
-            test.run(buf)
-            wrong[0] += count_wrong(buf, expected, diff, tol)
+        wrong[:] = 0
+        for k, test in enumerate(tests):
+            for rep in range(cfg.check):
+                tol = test.init_data(buf, expected, cfg.seed, rep + 1)
+                test.run(buf)
+                wrong[k] += count_wrong(buf, expected, diff, tol)
         comm.Allreduce(MPI.IN_PLACE, wrong, MPI.SUM)
-        t = times[: cfg.iters]
-        seconds = float(np.median(t)) if cfg.iters else float("nan")
-        algbw = count * dtype.itemsize / seconds / 1e9 if cfg.iters else float("nan")
-        row = {
-            "strategy": test.label,
-            "ranks": p,
-            "bytes": count * dtype.itemsize,
-            "count": count,
-            "type": TYPE_NAMES[dtype],
-            "redop": cfg.op,
-            "time_us": seconds * 1e6,
-            "min_us": float(t.min()) * 1e6 if cfg.iters else float("nan"),
-            "max_us": float(t.max()) * 1e6 if cfg.iters else float("nan"),
-            "algbw_gbps": algbw,
-            "busbw_gbps": algbw * test.bus_factor(p),
-            "wrong": int(wrong[0]),
-        }
-        rows.append(row)
-        if emit is not None:
-            emit(row)
+        for k, test in enumerate(tests):
+            row = _record(test, p, count, dtype, cfg.op, times[k, : cfg.rounds * n], int(wrong[k]))
+            rows.append(row)
+            if emit is not None:
+                emit(row)
     return rows
+
+
+def _record(test, p: int, count: int, dtype: np.dtype, op: str, t: np.ndarray,
+            wrong: int) -> dict:
+    """One result row: median, min and max of the per-call slowest-rank times, bandwidths."""
+    nan = float("nan")
+    seconds = float(np.median(t)) if t.size else nan
+    algbw = count * dtype.itemsize / seconds / 1e9 if t.size else nan
+    return {
+        "strategy": test.label,
+        "ranks": p,
+        "bytes": count * dtype.itemsize,
+        "count": count,
+        "type": TYPE_NAMES[dtype],
+        "redop": op,
+        "time_us": seconds * 1e6,
+        "min_us": float(t.min()) * 1e6 if t.size else nan,
+        "max_us": float(t.max()) * 1e6 if t.size else nan,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * test.bus_factor(p),
+        "wrong": wrong,
+    }
 
 
 # ------------------------------------------------------------------ table
@@ -207,7 +226,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--stepfactor", type=float, default=2.0,
                    help="size multiplication factor (default 2)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="untimed calls per size")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5,
+                   help="untimed calls per size (each round)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="turns per strategy at each size (strategies alternate; -n calls each)")
     p.add_argument("-c", "--check", type=int, default=1,
                    help="checked calls per size on fresh inputs (0: no check)")
     p.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float")
@@ -236,16 +258,33 @@ def reducer_options(args: argparse.Namespace) -> dict:
             "crossover_bytes": args.crossover_bytes}
 
 
+def usage_error(message: str) -> int:
+    """Print ``message`` once (rank 0) and return the usage exit code, 2, on every rank."""
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        sys.stderr.write(f"mpicomm: {message}\n")
+    return 2
+
+
 def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
-    """Strategies to run, baseline first; None (after rank 0 printed why) if one is unknown."""
+    """Strategies to run, baseline first; None (after rank 0 printed why) on a bad flag."""
     known = strategies()
     names = known if args.strategies is None else [
         s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in names if s not in known]
     if unknown or not names:
-        if MPI.COMM_WORLD.Get_rank() == 0:
-            what = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "no strategy"
-            sys.stderr.write(f"mpicomm bench: {what}; valid strategies: {', '.join(known)}\n")
+        what = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "no strategy"
+        usage_error(f"{what}; valid strategies: {', '.join(known)}")
+        return None
+    bad = [f"{flag} {v}" for flag, v, lo in (("-n", args.iters, 1), ("--rounds", args.rounds, 1),
+                                             ("-w", args.warmup_iters, 0), ("-c", args.check, 0))
+           if v < lo]
+    if bad:
+        usage_error(f"{', '.join(bad)}: -n and --rounds must be >= 1, -w and -c >= 0")
+        return None
+    try:
+        size_list(args.minbytes, args.maxbytes, args.stepfactor)
+    except ValueError as exc:
+        usage_error(str(exc))
         return None
     names = list(dict.fromkeys(names))
     if args.baseline in names:
@@ -266,39 +305,48 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
               printer=None) -> list[dict]:
     """Sweep every strategy in ``names`` (baseline first); collective over ``COMM_WORLD``.
 
-    Ranks a plug-in marks inactive (dedicated servers) serve while the others
-    sweep. Returns all records on every rank, ``vs_baseline`` filled when the
-    baseline ran; ``printer(row)`` is called once per row as it is produced.
+    Strategies active on every rank are swept together, taking turns at each
+    size; one with inactive ranks (dedicated servers, which serve meanwhile) is
+    swept on its own afterwards. Returns all records on every rank, with
+    ``vs_baseline`` when the baseline ran; ``printer(row)`` sees each row once.
     """
     world = MPI.COMM_WORLD
     dtype = np.dtype(DTYPES[cfg.dtype])
     bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0)
-    rows: list[dict] = []
+    tests = [AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
+             for name in names]
+    flags = np.array([0 if t.active else 1 for t in tests], dtype=np.int64)
+    world.Allreduce(MPI.IN_PLACE, flags, MPI.SUM)
+    together = [t for t, f in zip(tests, flags, strict=True) if f == 0]
+    apart = [t for t, f in zip(tests, flags, strict=True) if f > 0]
     base_time: dict[int, float] = {}
-    for name in names:
-        test = AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
+
+    def emit(row: dict, comm: MPI.Comm) -> None:
+        if row["strategy"] == baseline:
+            base_time[row["bytes"]] = row["time_us"]
+        t0 = base_time.get(row["bytes"])
+        row["vs_baseline"] = None if t0 is None else t0 / row["time_us"]
+        if printer is not None and comm.Get_rank() == 0:
+            printer(row)
+
+    rows: list[dict] = []
+    if together:
+        rows += sweep(together, world, cfg, bufs, lambda row: emit(row, world))
+        for t in together:
+            t.close()
+    for test in apart:
         comm = world.Split(0 if test.active else MPI.UNDEFINED, key=world.Get_rank())
         mine: list[dict] = []
         if test.active:
-
-            def emit(row: dict, comm=comm, is_base=name == baseline, base=base_time) -> None:
-                t0 = row["time_us"] if is_base else base.get(row["bytes"])
-                row["vs_baseline"] = None if t0 is None else t0 / row["time_us"]
-                if printer is not None and comm.Get_rank() == 0:
-                    printer(row)
-
-            mine = sweep(test, comm, cfg, bufs, emit)
-            test.close()  # releases a dedicated server from serve()
+            mine = sweep([test], comm, cfg, bufs, lambda row, c=comm: emit(row, c))
+            test.close()  # releases the dedicated servers from serve()
             comm.Free()
         else:
             test.serve()
             test.close()
         # every rank gets the records (setup path, not timed: pickling is fine)
         first = world.allreduce(world.Get_rank() if test.active else world.Get_size(), op=MPI.MIN)
-        mine = world.bcast(mine, root=first)
-        if name == baseline:
-            base_time = {r["bytes"]: r["time_us"] for r in mine}
-        rows += mine
+        rows += world.bcast(mine, root=first)
     return rows
 
 
@@ -323,7 +371,8 @@ def run(args: argparse.Namespace) -> int:
     if names is None:
         return 2
     cfg = BenchConfig(sizes=tuple(size_list(args.minbytes, args.maxbytes, args.stepfactor)),
-                      iters=args.iters, warmup=args.warmup_iters, check=args.check,
+                      iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
+                      check=args.check,
                       dtype=args.datatype, op=args.op, seed=args.seed)
     options = reducer_options(args)
     level = thread_level_record(args)
@@ -331,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
     if root:
         print(f"# mpicomm bench: {world.Get_size()} ranks, {cfg.dtype} {cfg.op}, "
               f"sizes {human(cfg.sizes[0])} .. {human(cfg.sizes[-1])} x{args.stepfactor:g}, "
-              f"iters {cfg.iters}, warmup {cfg.warmup}, check {cfg.check}, "
+              f"iters {cfg.iters} x {cfg.rounds} rounds, warmup {cfg.warmup}, check {cfg.check}, "
               f"thread level {level['provided']}")
         print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
         print(f"# time: median over calls of the slowest rank; vs baseline = "

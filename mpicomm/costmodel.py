@@ -17,19 +17,26 @@ Formulas (pure functions below, checked by hand in ``tests/test_costmodel.py``):
                         scatter/gather) + ring(m, n) among leaders on inter links
     auto                recursive doubling below its crossover, ring from it on
 
-Parameters, measured (``measure``):
+Parameters, measured (``measure``) between a pair of ranks:
 
-1. α and β by ping-pong between a pair of ranks: half a round trip of m bytes
-   takes α + m·β. α comes from a least-squares fit over the small sizes; β(m) =
-   (t(m) - α)/m is kept per measured size, because caches and MPI's protocol
-   switches change it by several times between 64 KiB and 64 MiB. An intra-node
-   and an inter-node pair are measured separately when ``Topology`` finds
-   several (real or simulated) nodes.
-2. γ(m) by ``np.add(a, b, out=a)`` on float32 arrays of m bytes, on all ranks at
-   once (they share the memory system, as during a reduction); slowest rank.
+1. α and β by ping-pong: half a round trip of m bytes takes α + m·β. α comes
+   from a least-squares fit over the small sizes; β(m) = (t(m) - α)/m is kept
+   per measured size, because caches and MPI's protocol switches change it by
+   several times between 64 KiB and 64 MiB. An intra-node and an inter-node
+   pair are measured separately when ``Topology`` finds several (real or
+   simulated) nodes.
+2. α_x and β_x(m) the same way from an *exchange* (both ranks ``Sendrecv`` m
+   bytes at once), the step of ring, recursive doubling and hierarchical; on a
+   shared-memory node both directions share the memory system, so β_x ≠ β.
+3. γ(m) from ``np.add(x, y, out=x)`` right after such an exchange, x being the
+   buffer the peer has just read — as in every reduction step, where the caches
+   must first take x back from the peer (on this machine that alone costs up to
+   3-4x, depending on where the host places the two cores). ``gamma_local``, a
+   plain ``np.add`` on data no one else touched, is kept for reference.
 
-A formula takes β and γ at the size each of its messages has (ring: n/p), by
-interpolation in log m.
+A formula takes β and γ at the size its messages have (ring: the segment n/p;
+recursive doubling: n; one parameter server: pushes and pulls of n, one way at a
+time, so ping-pong β), by interpolation in log m.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from mpi4py import MPI
 __all__ = [
     "ring_time", "recursive_doubling_time", "rabenseifner_time", "native_time", "ps_time",
     "hierarchical_time", "fit_alpha_beta", "LinkModel", "ModelParams", "predict",
-    "auto_crossover", "measure", "quick_params", "pingpong", "measure_gamma", "add_arguments",
+    "auto_crossover", "measure", "quick_params", "pingpong", "exchange", "measure_gamma",
+    "add_arguments",
     "run",
 ]
 
@@ -143,20 +151,38 @@ class LinkModel:
     beta: list[float]
     beta_fit: float = 0.0  # the single β of the α-β fit over all sizes, for reference
     pair: tuple[int, int] | None = None
+    beta_x: list[float] | None = None  # β(m) when both directions move at once (exchange)
+    alpha_x: float | None = None  # α of an exchange step (Sendrecv), when measured
 
     def beta_at(self, m: float) -> float:
+        """β of one-way traffic (ping-pong) at message size m."""
         return _interp(self.sizes, self.beta, m)
 
-    @classmethod
-    def from_pingpong(cls, sizes, times, pair=None, alpha_max_bytes: int = 4096) -> LinkModel:
+    def beta_x_at(self, m: float) -> float:
+        """β of a two-way exchange (both ranks send m at once); ping-pong β if not measured."""
+        return _interp(self.sizes, self.beta_x or self.beta, m)
+
+    def exchange_alpha(self) -> float:
+        return self.alpha if self.alpha_x is None else self.alpha_x
+
+    @staticmethod
+    def split(sizes, times, alpha_max_bytes: int = 4096) -> tuple[float, list[float]]:
         """α from a fit over sizes <= ``alpha_max_bytes``; β(m) = (t(m) - α)/m, at least 0."""
-        sizes = [int(s) for s in sizes]
         small = [i for i, s in enumerate(sizes) if s <= alpha_max_bytes] or [0, 1]
         alpha, _ = fit_alpha_beta([sizes[i] for i in small], [times[i] for i in small])
         alpha = max(alpha, 0.0)
+        return alpha, [max((t - alpha) / s, 0.0) for s, t in zip(sizes, times, strict=True)]
+
+    @classmethod
+    def from_pingpong(cls, sizes, times, pair=None, swaps=None) -> LinkModel:
+        """A link from ping-pong times (and exchange times ``swaps``, when measured)."""
+        sizes = [int(s) for s in sizes]
+        alpha, beta = cls.split(sizes, times)
         _, beta_fit = fit_alpha_beta(sizes, times)
-        beta = [max((t - alpha) / s, 0.0) for s, t in zip(sizes, times, strict=True)]
-        return cls(alpha, sizes, beta, beta_fit, pair)
+        link = cls(alpha, sizes, beta, beta_fit, pair)
+        if swaps is not None:
+            link.alpha_x, link.beta_x = cls.split(sizes, swaps)
+        return link
 
 
 @dataclass
@@ -170,6 +196,7 @@ class ModelParams:
     num_nodes: int = 1
     local_size: int = 1
     extra: dict = field(default_factory=dict)
+    gamma_local: list[float] | None = None  # np.add on data no other rank touched (reference)
 
     def gamma_at(self, m: float) -> float:
         return _interp(self.gamma_sizes, self.gamma, m)
@@ -180,17 +207,13 @@ class ModelParams:
 
 
 def auto_crossover(p: int, params: ModelParams, sizes=None) -> int:
-    """Smallest power-of-two size at which the ring beats recursive doubling, by the model.
-
-    Uses the link's single fitted β (the straight α-β line, robust to the noise
-    of one ping-pong size) and γ at each algorithm's add size.
-    """
+    """Smallest power-of-two size from which the model predicts the ring faster than
+    recursive doubling at that size and the next two (so one noisy size cannot flip it)."""
     sizes = sizes or [1 << k for k in range(3, 31)]
-    link = params.flat_link()
-    a, b = link.alpha, max(link.beta_fit, 0.0)
-    for n in sizes:
-        ring = ring_time(p, n, a, b, params.gamma_at(n / p))
-        if ring < recursive_doubling_time(p, n, a, b, params.gamma_at(n)):
+    ring_wins = [predict("ring", p, n, params) < predict("recursive_doubling", p, n, params)
+                 for n in sizes]
+    for i, n in enumerate(sizes):
+        if all(ring_wins[i : i + 3]):
             return int(n)
     return int(sizes[-1]) * 2
 
@@ -207,19 +230,24 @@ def predict(strategy: str, p: int, n: float, params: ModelParams, options: dict 
     """
     o = options or {}
     link = params.flat_link()
-    a, g = link.alpha, params.gamma_at
+    a, g, bx = link.exchange_alpha(), params.gamma_at, link.beta_x_at
     if p <= 1:
         return 0.0
     if strategy == "ring":
+        # β and γ at the segment size n/p: the ring streams each segment through the
+        # caches (also in pieces), so a segment's size decides where its bytes come from
         part = n / p
-        return ring_time(p, n, a, link.beta_at(part), g(part))
+        return ring_time(p, n, a, bx(part), g(part))
     if strategy == "recursive_doubling":
-        return recursive_doubling_time(p, n, a, link.beta_at(n), g(n))
+        return recursive_doubling_time(p, n, a, bx(n), g(n))
     if strategy == "native":
-        return native_time(p, n, a, link.beta_at(n), link.beta_at(n / p), g(n), g(n / p))
+        return native_time(p, n, a, bx(n), bx(n / p), g(n), g(n / p))
     if strategy == "ps":
+        # one server: pushes, then pulls, one direction at a time; S > 1: both at once
         s = int(o.get("servers") or 1)
-        return ps_time(p, n, a, link.beta_at(n / s), g(n / s), s, bool(o.get("dedicated")))
+        if s == 1:
+            return ps_time(p, n, link.alpha, link.beta_at(n), g(n), 1, bool(o.get("dedicated")))
+        return ps_time(p, n, a, bx(n / s), g(n / s), s, bool(o.get("dedicated")))
     if strategy == "auto":
         x = auto_crossover(p, params) if crossover is None else crossover
         return predict("recursive_doubling" if n < x else "ring", p, n, params)
@@ -231,8 +259,9 @@ def predict(strategy: str, p: int, n: float, params: ModelParams, options: dict 
         # β at the messages each level sends: ring pieces, or whole buffers for the leader
         m_in = n / local if variant == "reduce_scatter" else n
         m_out = n / local / nodes if variant == "reduce_scatter" else n / nodes
-        return hierarchical_time(n, local, nodes, (intra.alpha, intra.beta_at(m_in)),
-                                 (inter.alpha, inter.beta_at(m_out)), g(m_in), variant)
+        return hierarchical_time(n, local, nodes, (intra.exchange_alpha(), intra.beta_x_at(m_in)),
+                                 (inter.exchange_alpha(), inter.beta_x_at(m_out)), g(m_in),
+                                 variant)
     return None
 
 
@@ -271,6 +300,46 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
     return [float(x) for x in out]
 
 
+def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
+             scale: float = 1.0) -> tuple[list[float], list[float]]:
+    """Time a ring step between ranks a and b: swap m bytes, then add in place; collective.
+
+    Two float32 buffers per rank take turns: step i sends one and receives into
+    the other (which the peer read in step i-1), then adds the received values
+    into the buffer just sent. So, as in every allreduce step, the receive and
+    the add write memory the peer has just read (and the caches must hand it
+    back). A barrier starts each step, so neither rank waits on the other's add.
+
+    Returns (exchange seconds, add seconds per byte) per size, slowest of the two
+    ranks per step, median over steps; on every rank.
+    """
+    me = comm.Get_rank()
+    n_max = max(max(sizes) // 4, 1)
+    bufs = (np.ones(n_max, dtype=np.float32), np.ones(n_max, dtype=np.float32))
+    swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
+    for k, m in enumerate(sizes):
+        n = max(m // 4, 1)
+        iters = _iters(m, scale)
+        t = np.zeros((2, iters))
+        for i in range(-3, iters):
+            comm.Barrier()
+            if me not in (a, b):
+                continue
+            peer = b if me == a else a
+            send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
+            t0 = time.perf_counter()
+            comm.Sendrecv(send, peer, 8, recv, peer, 8)
+            t1 = time.perf_counter()
+            np.add(send, recv, out=send)
+            if i >= 0:
+                t[:, i] = (t1 - t0, (time.perf_counter() - t1) / (4 * n))
+        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
+        swap[k], add[k] = np.median(t, axis=1)
+        for buf in bufs:  # keep the values small
+            buf[:n] = 1.0
+    return [float(x) for x in swap], [float(x) for x in add]
+
+
 def measure_gamma(comm: MPI.Comm, sizes: list[int], scale: float = 1.0) -> list[float]:
     """Seconds per byte of ``np.add(a, b, out=a)`` on float32 arrays of each size; collective.
 
@@ -295,7 +364,12 @@ def measure_gamma(comm: MPI.Comm, sizes: list[int], scale: float = 1.0) -> list[
 
 
 def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -> ModelParams:
-    """Measure α, β(m) (intra- and inter-node pairs) and γ(m) up to ``max_bytes``; collective."""
+    """Measure α, β(m) (intra- and inter-node pairs) and γ(m) up to ``max_bytes``; collective.
+
+    1. ping-pong (one way at a time) -> α and β(m) of each kind of link;
+    2. exchange steps (both ways at once, then an in-place add) -> β_x(m) and γ(m);
+    3. a plain ``np.add`` on every rank -> ``gamma_local``, for reference.
+    """
     from mpicomm.topology import Topology
 
     topo = Topology(comm, ranks_per_node=ranks_per_node)
@@ -305,31 +379,37 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     node0 = topo.nodes[0]
     intra_pair = (node0[0], node0[1]) if len(node0) > 1 else None
     inter_pair = (node0[0], topo.nodes[1][0]) if topo.num_nodes > 1 else None
-    links = {}
+    gamma_local = measure_gamma(comm, sizes)
+    links, gammas = {}, {}
     for kind, pair in (("intra", intra_pair), ("inter", inter_pair)):
         if pair is not None:
-            links[kind] = LinkModel.from_pingpong(sizes, pingpong(comm, *pair, sizes), pair)
+            swaps, gammas[kind] = exchange(comm, *pair, sizes)
+            links[kind] = LinkModel.from_pingpong(sizes, pingpong(comm, *pair, sizes), pair, swaps)
     if not links:  # one rank: nothing travels; keep the formulas finite
         links["intra"] = LinkModel(0.0, sizes, [0.0] * len(sizes))
     intra = links.get("intra") or links["inter"]
     inter = links.get("inter") or intra
-    gamma = measure_gamma(comm, sizes)
-    params = ModelParams(intra, inter, sizes, gamma, topo.num_nodes, max(topo.node_sizes))
+    flat = "inter" if topo.num_nodes > 1 and "inter" in gammas else "intra"
+    gamma = gammas.get(flat, gamma_local)
+    params = ModelParams(intra, inter, sizes, gamma, topo.num_nodes, max(topo.node_sizes),
+                         gamma_local=gamma_local)
     topo.free()
     return params
 
 
 def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20),
                  scale: float = 0.1) -> ModelParams:
-    """A few-millisecond calibration for ``auto``: ping-pong between ranks 0 and p-1, γ(m)."""
+    """A few-millisecond calibration for ``auto``: ranks 0 and p-1, ping-pong and exchange."""
     sizes = list(sizes)
     p = comm.Get_size()
     if p == 1:
-        link = LinkModel(0.0, sizes, [0.0] * len(sizes))
-    else:
-        times = pingpong(comm, 0, p - 1, sizes, scale)
-        link = LinkModel.from_pingpong(sizes, times, (0, p - 1))
-    return ModelParams(link, link, sizes, measure_gamma(comm, sizes, scale))
+        zeros = [0.0] * len(sizes)
+        return ModelParams(LinkModel(0.0, sizes, zeros), LinkModel(0.0, sizes, zeros), sizes,
+                           zeros)
+    swaps, gamma = exchange(comm, 0, p - 1, sizes, scale)
+    link = LinkModel.from_pingpong(sizes, pingpong(comm, 0, p - 1, sizes, scale), (0, p - 1),
+                                   swaps)
+    return ModelParams(link, link, sizes, gamma)
 
 
 # ---------------------------------------------------------------- command
@@ -350,7 +430,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = bench.BenchConfig(
         sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
-        iters=args.iters, warmup=args.warmup_iters, check=args.check, dtype=args.datatype,
+        iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters, check=args.check,
+        dtype=args.datatype,
         op=args.op, seed=args.seed)
     options = bench.reducer_options(args)
     # 1. parameters; 2. measurements; 3. the table, rank 0
@@ -373,16 +454,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gbps(sizes, per_byte, every: int = 2) -> str:
+    pairs = [(m, b) for m, b in zip(sizes, per_byte, strict=True) if m >= 4096][::every]
+    return ", ".join(f"{human(m)} {1e-9 / b:.1f}" for m, b in pairs if b > 0)
+
+
+def human(m: int) -> str:
+    return f"{m >> 20}M" if m >= 1 << 20 else f"{m >> 10}K" if m >= 1024 else f"{m}B"
+
+
 def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
     for kind in ("intra", "inter"):
         link = getattr(params, kind)
-        shown = [(s, b) for s, b in zip(link.sizes, link.beta, strict=True) if s >= 4096][::2]
-        print(f"# {kind}-node link {link.pair}: alpha {link.alpha * 1e6:.2f} us, "
-              f"fitted beta {1e-9 / link.beta_fit if link.beta_fit > 0 else float('inf'):.2f} GB/s;"
-              " beta(m) GB/s: " + ", ".join(f"{s >> 10}K {1e-9 / b:.1f}" for s, b in shown if b))
-    print("# gamma(m) GB/s: " + ", ".join(
-        f"{s >> 10}K {1e-9 / g:.1f}" for s, g in zip(params.gamma_sizes, params.gamma, strict=True)
-        if s >= 4096 and g)[::1])
+        fit = 1e-9 / link.beta_fit if link.beta_fit > 0 else float("inf")
+        print(f"# {kind}-node pair {link.pair}: alpha {link.alpha * 1e6:.2f} us (exchange "
+              f"{link.exchange_alpha() * 1e6:.2f} us); 1/beta ping-pong fit {fit:.1f} GB/s")
+        print(f"#   1/beta(m) ping-pong GB/s: {_gbps(link.sizes, link.beta)}")
+        if link.beta_x:
+            print(f"#   1/beta(m) exchange  GB/s: {_gbps(link.sizes, link.beta_x)}")
+    print(f"# 1/gamma(m) after exchange GB/s: {_gbps(params.gamma_sizes, params.gamma)}")
+    if params.gamma_local:
+        print(f"# 1/gamma(m) local np.add GB/s: {_gbps(params.gamma_sizes, params.gamma_local)}")
     print(f"# nodes {params.num_nodes}, ranks per node {params.local_size}; "
           f"auto crossover {crossover} B")
     print(f"#{'size (B)':>11} {'strategy':>20} {'predicted':>10} {'measured':>10} "
