@@ -302,19 +302,22 @@ def thread_level_record(args: argparse.Namespace) -> dict:
 
 
 def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str | None,
-              printer=None) -> list[dict]:
+              printer=None, described: dict | None = None) -> list[dict]:
     """Sweep every strategy in ``names`` (baseline first); collective over ``COMM_WORLD``.
 
     Strategies active on every rank are swept together, taking turns at each
     size; one with inactive ranks (dedicated servers, which serve meanwhile) is
     swept on its own afterwards. Returns all records on every rank, with
-    ``vs_baseline`` when the baseline ran; ``printer(row)`` sees each row once.
+    ``vs_baseline`` when the baseline ran; ``printer(row)`` sees each row once;
+    ``described``, if given, receives each strategy's ``describe()`` (rank 0's view).
     """
     world = MPI.COMM_WORLD
     dtype = np.dtype(DTYPES[cfg.dtype])
     bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0)
     tests = [AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
              for name in names]
+    if described is not None:
+        described.update({t.label: t.describe() for t in tests})
     flags = np.array([0 if t.active else 1 for t in tests], dtype=np.int64)
     world.Allreduce(MPI.IN_PLACE, flags, MPI.SUM)
     together = [t for t, f in zip(tests, flags, strict=True) if f == 0]
@@ -386,8 +389,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"# time: median over calls of the slowest rank; vs baseline = "
               f"{args.baseline} time / time")
         print(HEADER, flush=True)
+    described: dict = {}
     rows = run_bench(names, options, cfg, args.baseline,
-                     printer=lambda row: print(format_row(row), flush=True))
+                     printer=lambda row: print(format_row(row), flush=True), described=described)
     if root:
         for name in names:
             mine = [r for r in rows if r["strategy"] == name]
@@ -398,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
                       f"out of bounds values {bad} {'OK' if bad == 0 else 'FAILED'}")
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),
                 "thread_level": level, "config": asdict(cfg), "options": options,
-                "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size()}
+                "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size(),
+                "reducers": described}
         write_records(rows, meta, args.json, args.csv)
     return 1 if any(r["wrong"] for r in rows) else 0

@@ -153,6 +153,7 @@ class LinkModel:
     pair: tuple[int, int] | None = None
     beta_x: list[float] | None = None  # β(m) when both directions move at once (exchange)
     alpha_x: float | None = None  # α of an exchange step (Sendrecv), when measured
+    beta_x_fit: float | None = None  # the single β of the α-β fit to the exchange times
 
     def beta_at(self, m: float) -> float:
         """β of one-way traffic (ping-pong) at message size m."""
@@ -182,6 +183,7 @@ class LinkModel:
         link = cls(alpha, sizes, beta, beta_fit, pair)
         if swaps is not None:
             link.alpha_x, link.beta_x = cls.split(sizes, swaps)
+            link.beta_x_fit = max(fit_alpha_beta(sizes, swaps)[1], 0.0)
         return link
 
 
@@ -207,10 +209,19 @@ class ModelParams:
 
 
 def auto_crossover(p: int, params: ModelParams, sizes=None) -> int:
-    """Smallest power-of-two size from which the model predicts the ring faster than
-    recursive doubling at that size and the next two (so one noisy size cannot flip it)."""
+    """Smallest power-of-two size from which the ring is predicted faster than recursive
+    doubling, at that size and the next two.
+
+    Both run exchange steps, so the comparison uses the exchange α_x and the one
+    β_x fitted over all sizes (a straight line: one noisy size cannot move the
+    switch), with γ at each algorithm's add size. On 2 ranks this is n* ≈ 2α/γ.
+    """
     sizes = sizes or [1 << k for k in range(3, 31)]
-    ring_wins = [predict("ring", p, n, params) < predict("recursive_doubling", p, n, params)
+    link = params.flat_link()
+    a = link.exchange_alpha()
+    b = link.beta_x_fit if link.beta_x_fit is not None else max(link.beta_fit, 0.0)
+    g = params.gamma_at
+    ring_wins = [ring_time(p, n, a, b, g(n / p)) < recursive_doubling_time(p, n, a, b, g(n))
                  for n in sizes]
     for i, n in enumerate(sizes):
         if all(ring_wins[i : i + 3]):
@@ -397,8 +408,8 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     return params
 
 
-def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20),
-                 scale: float = 0.1) -> ModelParams:
+def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20, 4 << 20),
+                 scale: float = 0.3) -> ModelParams:
     """A few-millisecond calibration for ``auto``: ranks 0 and p-1, ping-pong and exchange."""
     sizes = list(sizes)
     p = comm.Get_size()

@@ -2,10 +2,11 @@
 
 1. Once, at construction: take the crossover size ``crossover_bytes`` from the
    options, or derive it from the cost model (``mpicomm.costmodel``): a short
-   ping-pong between ranks 0 and p-1 gives α and β, ``np.add`` timings give γ(m),
-   and the crossover is the smallest size at which the ring's predicted time
-   beats recursive doubling's. Rank 0's value is broadcast, so every rank
-   switches at the same size (a split decision would deadlock).
+   calibration between ranks 0 and p-1 (ping-pong and exchange steps, ~20 ms)
+   gives α, β and γ(m), and the crossover is the smallest size from which the
+   ring's predicted time beats recursive doubling's. Rank 0's value is
+   broadcast, so every rank switches at the same size (a split decision would
+   deadlock). 128 KiB on 2 ranks here.
 2. Per call: buffers of fewer than ``crossover`` bytes go to recursive doubling,
    the others to the ring. The two inner reducers run on private duplicates of
    this reducer's communicator; their ``_allreduce`` is called directly, since
