@@ -42,6 +42,7 @@ __all__ = ["Reducer", "MismatchError", "OPS"]
 OPS = {"sum": 1, "mean": 2}
 _OP_NAMES = {v: k for k, v in OPS.items()}
 _DTYPE_NAMES = {v: str(k) for k, v in DTYPE_CODES.items()}
+_DTYPE_CODES_FAST = DTYPE_CODES  # dtype -> code; `in` is one dict lookup
 
 
 class MismatchError(ValueError):
@@ -98,20 +99,29 @@ class Reducer:
         t0 = time.perf_counter()
         if not self.is_worker:
             raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
-        check_buffer(buf, self.name)
+        # fast path: a writable, C-contiguous float NumPy array (the training loop's case)
+        on_host = type(buf) is np.ndarray
+        if not (
+            on_host
+            and buf.dtype in _DTYPE_CODES_FAST
+            and buf.flags.c_contiguous
+            and buf.flags.writeable
+        ):
+            check_buffer(buf, self.name)  # raises with the reason, or it is fine after all
+            on_host = not is_device_array(buf)
         opcode = OPS.get(op)
         if opcode is None:
             raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
-        flat = flat_view(buf)
+        flat = buf if buf.ndim == 1 else flat_view(buf)
         key = (flat.size, DTYPE_CODES[flat.dtype], opcode)
         if self.options.validate or key not in self._checked:
             self._check_agreement(key)
             self._checked.add(key)
         scale = None if opcode == 1 or self.num_workers == 1 else 1.0 / self.num_workers
-        if is_device_array(flat):
-            sent, recv = self._allreduce_device(flat, scale)
-        else:
+        if on_host:
             sent, recv = self._allreduce(flat, scale)
+        else:
+            sent, recv = self._allreduce_device(flat, scale)
         self.stats.add(sent, recv, time.perf_counter() - t0)
         return buf
 

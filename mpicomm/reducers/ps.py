@@ -7,7 +7,9 @@ Per call:
 
 1. Push: every worker sends range s of its buffer to server s (``Isend``).
 2. Reduce: server s receives range s from every worker into preallocated
-   rows and sums them (op="mean" scales the sum once).
+   rows and sums them (op="mean" scales the sum once). Colocated servers take
+   the pushes in pieces of at most ``PIECE_BYTES`` (as the ring does) and add
+   each piece while it is still in cache.
 3. Pull: server s sends the summed range s back to every worker, which
    receives it in place (``Irecv`` straight into the buffer).
 
@@ -40,7 +42,7 @@ from mpi4py import MPI
 
 from mpicomm.backend import DTYPE_CODES, array_module, sync_device
 from mpicomm.reducers.base import OPS, MismatchError, Reducer
-from mpicomm.reducers.ring import chunk_bounds
+from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
 
 __all__ = ["ParameterServerReducer"]
 
@@ -53,14 +55,25 @@ class _Plan:
     """Shard bounds, per-worker receive rows and byte counts for one buffer shape."""
 
     def __init__(
-        self, n: int, dtype, xp, servers: list[int], my_shard: int | None, n_senders: int
+        self,
+        n: int,
+        dtype,
+        xp,
+        servers: list[int],
+        my_shard: int | None,
+        n_senders: int,
+        dedicated: bool,
     ) -> None:
         self.bounds = chunk_bounds(n, len(servers))
+        self.largest = max(self.bounds[i + 1] - self.bounds[i] for i in range(len(servers)))
+        self.piece = max(PIECE_BYTES // np.dtype(dtype).itemsize, 1)
         self.rows = self.acc = None
         if my_shard is not None:
             width = self.bounds[my_shard + 1] - self.bounds[my_shard]
-            self.rows = xp.empty((max(n_senders, 1), width), dtype=dtype)
-            self.acc = xp.empty(width, dtype=dtype)  # dedicated servers sum into it
+            # colocated servers receive piece by piece; dedicated ones whole ranges
+            rows = width if dedicated else min(width, self.piece)
+            self.rows = xp.empty((max(n_senders, 1), rows), dtype=dtype)
+            self.acc = xp.empty(width, dtype=dtype) if dedicated else None
 
 
 class ParameterServerReducer(Reducer):
@@ -107,7 +120,7 @@ class ParameterServerReducer(Reducer):
         plan = self._plans.get(key)
         if plan is None:
             senders = self.num_workers - (0 if self.dedicated else 1)
-            plan = _Plan(n, dtype, xp, self.servers, self.shard, senders)
+            plan = _Plan(n, dtype, xp, self.servers, self.shard, senders, self.dedicated)
             self._plans[key] = plan
         return plan
 
@@ -120,29 +133,34 @@ class ParameterServerReducer(Reducer):
         b = plan.bounds
         others = [w for w in self.workers if w != me]
         sent = recv = 0
-        # 1. server side: post receives of every other worker's range
-        reqs = []
-        if self.shard is not None:
-            for i, w in enumerate(others):
-                reqs.append(comm.Irecv(plan.rows[i], source=w, tag=_TAG_PUSH))
-                recv += plan.rows[i].nbytes
-        # 2. worker side: push each range to its server
-        pushes = []
-        for s, server in enumerate(self.servers):
-            if server != me:
-                part = flat[b[s] : b[s + 1]]
-                pushes.append(comm.Isend(part, dest=server, tag=_TAG_PUSH))
-                sent += part.nbytes
-        # 3. server: sum own range with the pushes, scale once
-        if self.shard is not None:
+        lo_me = b[self.shard] if self.shard is not None else 0
+        hi_me = b[self.shard + 1] if self.shard is not None else 0
+        # 1-3. push and sum piece by piece (the count comes from the largest range, so
+        # every rank agrees); each received piece is added while still in cache
+        piece = plan.piece
+        for off in range(0, max(plan.largest, 1), piece):
+            reqs = []
+            if self.shard is not None:  # server: receive this piece from every other worker
+                m = max(min(hi_me - lo_me - off, piece), 0)
+                for i, w in enumerate(others):
+                    reqs.append(comm.Irecv(plan.rows[i, :m], source=w, tag=_TAG_PUSH))
+                    recv += m * flat.itemsize
+            for s, server in enumerate(self.servers):  # worker: push this piece of range s
+                if server != me:
+                    lo = min(b[s] + off, b[s + 1])
+                    part = flat[lo : min(lo + piece, b[s + 1])]
+                    reqs.append(comm.Isend(part, dest=server, tag=_TAG_PUSH))
+                    sent += part.nbytes
             MPI.Request.Waitall(reqs)
-            own = flat[b[self.shard] : b[self.shard + 1]]
-            for i in range(len(others)):
-                np.add(own, plan.rows[i], out=own)
+            if self.shard is not None and m:
+                mine = flat[lo_me + off : lo_me + off + m]
+                for i in range(len(others)):
+                    np.add(mine, plan.rows[i, :m], out=mine)
+        own = flat[lo_me:hi_me]
+        if self.shard is not None:
             if scale is not None:
                 own *= scale
             sync_device(own)
-        MPI.Request.Waitall(pushes)  # ranges may be overwritten by pulls only now
         # 4. pull every other server's range into place; serve own range to all
         pulls = []
         for s, server in enumerate(self.servers):

@@ -38,3 +38,22 @@ def test_ps_dedicated_small_jobs(nranks):
         nranks, "check_reducer.py", "ps", '{"dedicated": true}', "--lengths", LENGTHS, timeout=180
     )
     res.expect_ok()
+
+
+@pytest.mark.parametrize("servers", [2, 3])
+def test_ps_pieces_with_uneven_ranges(servers):
+    """Ranges larger than one 1 MiB piece, one element longer on the first server(s),
+    so the last piece is empty on some servers: message counts must still pair up."""
+    lengths = f"{servers * 262144 + 1},{servers * 131072 + 2},{servers * 300000 + 1}"
+    res = run_script(
+        3,
+        "check_reducer.py",
+        "ps",
+        json.dumps({"servers": servers}),
+        "--lengths",
+        lengths,
+        "--repeat",
+        "1",
+        timeout=180,
+    )
+    res.expect_ok()
