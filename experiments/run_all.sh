@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reproduce the tables of docs/bench.md on one host. Results go to experiments/results/
+# Reproduce the benchmark tables of README.md on one host. Results go to experiments/results/
 # (JSON, CSV and the printed tables); experiments/summarize.py turns them into Markdown.
 #
 #   sh experiments/run_all.sh              # everything (about 5 minutes on 2 cores)
@@ -35,7 +35,7 @@ for part in $parts; do
     fi ;;
   ps)
     # PS shape: one server vs S = p colocated servers, against the ring, ranks 2..4
-    # (beyond 2 ranks this 2-core host is oversubscribed: see docs/bench.md)
+    # (beyond 2 ranks this 2-core host is oversubscribed: see README.md)
     for p in 2 3 4; do
       for s in 1 $p; do
         experiments/wait_quiet.sh 900

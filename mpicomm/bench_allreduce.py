@@ -6,7 +6,7 @@ plug-in for the five things nccl-tests' ``testColl`` record gives:
 - ``count(nbytes, itemsize)``: elements per rank for a message of ``nbytes``;
 - ``init_data(buf, expected, seed, rep)``: this rank's input, and the expected
   result computed independently of the reducer;
-- ``bus_factor(ranks)``: busbw = algbw × 2(p-1)/p for allreduce (see docs/bench.md);
+- ``bus_factor(ranks)``: busbw = algbw × 2(p-1)/p for allreduce (see README, "algbw and busbw");
 - ``run(buf)``: one in-place allreduce;
 - roles: ``active`` (takes part in the sweep) and ``serve()`` for a rank that
   only serves (a dedicated parameter server), ``close()`` at the end.

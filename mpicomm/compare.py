@@ -9,9 +9,10 @@ and a reading of who won and why in α-β-γ terms: ``costmodel.measure`` times
 this job's links (ping-pong, ``np.add``) and ``costmodel.predict`` gives each
 strategy's expected comm time, printed beside the measured one.
 
-hierarchical gets simulated nodes of 2 ranks (``ranks_per_node=2``) unless
-``--ranks-per-node`` (or ``MPICOMM_RANKS_PER_NODE``) says otherwise, so a single
-host still exercises its intra-/inter-node split. A 1-worker baseline (rank 0
+hierarchical uses ``--ranks-per-node`` (or ``MPICOMM_RANKS_PER_NODE``) when
+given; otherwise the real nodes when the job spans several hosts, and simulated
+nodes of 2 ranks when it runs on one host, so a laptop still exercises the
+intra-/inter-node split. A 1-worker baseline (rank 0
 alone, same per-worker batch) gives each strategy's scaling efficiency.
 """
 
@@ -151,6 +152,12 @@ def run(args: argparse.Namespace) -> int:
         T.limit_blas_threads(cfg.blas_threads)
     topo = Topology(comm, ranks_per_node=cfg.ranks_per_node)
     topology = topo.describe()
+    # hierarchical: the user's node size; else the real nodes when the job spans
+    # several hosts; else (one host) simulated nodes of 2 ranks
+    if user_rpn is not None:
+        hier_rpn = user_rpn
+    else:
+        hier_rpn = None if topo.num_nodes > 1 else 2
     topo.free()
 
     # Rounds interleave the strategies, so a burst of load on a shared host hits them
@@ -162,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             if args.solo_baseline and comm.Get_size() > 1:
                 baselines.append(T.measure_baseline(cfg, comm))
             for name in names:
-                rpn = user_rpn if (user_rpn is not None or name != "hierarchical") else 2
+                rpn = hier_rpn if name == "hierarchical" else user_rpn
                 run_cfg = dataclasses.replace(cfg, strategy=name, ranks_per_node=rpn)
                 runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
     except T.SetupError:
@@ -170,7 +177,6 @@ def run(args: argparse.Namespace) -> int:
     baseline = float(np.median(baselines)) if baselines else None
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
-    hier_rpn = user_rpn if user_rpn is not None else 2
     model = costmodel.measure(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
