@@ -37,6 +37,35 @@ def mpiexec() -> str:
     return found
 
 
+# every strategy, and each option that changes its code path (for error and GPU tests)
+STRATEGY_CASES = [
+    ("native", {}),
+    ("ring", {}),
+    ("recursive_doubling", {}),
+    ("auto", {}),
+    ("hierarchical", {"ranks_per_node": 2}),
+    ("hierarchical", {"ranks_per_node": 2, "variant": "leader"}),
+    ("ps", {"servers": 2}),
+    ("ps", {"dedicated": True}),
+]
+
+
+def expect_raises(problems: list[str], exc_type, fragment: str, fn) -> str:
+    """Call ``fn``; unless it raises ``exc_type`` with ``fragment`` in its message,
+    append what happened instead to ``problems``. Returns the message (or "")."""
+    try:
+        fn()
+    except exc_type as e:
+        if fragment not in str(e):
+            problems.append(f"{exc_type.__name__} without {fragment!r}: {e}")
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - any other outcome is the finding
+        problems.append(f"expected {exc_type.__name__} ({fragment!r}), got {type(e).__name__}: {e}")
+    else:
+        problems.append(f"expected {exc_type.__name__} ({fragment!r}), nothing raised")
+    return ""
+
+
 def report(**fields) -> None:
     """Print one result record for this rank (used inside rank scripts)."""
     from mpi4py import MPI
@@ -140,7 +169,7 @@ def run_mpi(
     for line in out.splitlines():
         if line.startswith(TAG):
             try:
-                records.append(json.loads(line[len(TAG):]))
+                records.append(json.loads(line[len(TAG) :]))
             except json.JSONDecodeError:
                 pass
     return MPIResult(

@@ -7,16 +7,9 @@ import json
 import time
 
 import pytest
-from mpi_harness import run_mpi, run_script
+from mpi_harness import STRATEGY_CASES, run_mpi, run_script
 
-CASES = [
-    ("native", {}),
-    ("ring", {}),
-    ("hierarchical", {"ranks_per_node": 2}),
-    ("hierarchical", {"ranks_per_node": 2, "variant": "leader"}),
-    ("ps", {"servers": 2}),
-    ("ps", {"dedicated": True}),
-]
+CASES = STRATEGY_CASES
 
 
 @pytest.mark.parametrize("nranks", [1, 3])

@@ -8,7 +8,7 @@ and staged through pinned host buffers (MPICOMM_CUDA_AWARE=0).
 import json
 
 import pytest
-from mpi_harness import run_script
+from mpi_harness import STRATEGY_CASES, run_script
 
 pytestmark = pytest.mark.gpu
 
@@ -30,14 +30,7 @@ def _mpi_cuda_aware() -> bool:
 
 needs_gpu = pytest.mark.skipif(not _gpu_available(), reason="needs CuPy and a CUDA GPU")
 
-CASES = [
-    ("native", {}),
-    ("ring", {}),
-    ("hierarchical", {"ranks_per_node": 2}),
-    ("hierarchical", {"ranks_per_node": 2, "variant": "leader"}),
-    ("ps", {"servers": 2}),
-    ("ps", {"dedicated": True}),
-]
+CASES = STRATEGY_CASES
 
 
 @needs_gpu

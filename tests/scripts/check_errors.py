@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 from mpi4py import MPI
-from mpi_harness import report
+from mpi_harness import expect_raises, report
 
 import mpicomm
 from mpicomm import MismatchError
@@ -26,17 +26,7 @@ problems = []
 
 
 def expect(exc_type, fragment, fn):
-    try:
-        fn()
-    except exc_type as e:
-        if fragment not in str(e):
-            problems.append(f"{exc_type.__name__} without {fragment!r}: {e}")
-        return str(e)
-    except Exception as e:  # noqa: BLE001
-        problems.append(f"expected {exc_type.__name__} ({fragment!r}), got {type(e).__name__}: {e}")
-    else:
-        problems.append(f"expected {exc_type.__name__} ({fragment!r}), nothing raised")
-    return ""
+    return expect_raises(problems, exc_type, fragment, fn)
 
 
 # local errors: raised before any message on every rank

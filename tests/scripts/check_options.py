@@ -2,7 +2,7 @@
 
 import numpy as np
 from mpi4py import MPI
-from mpi_harness import report
+from mpi_harness import expect_raises, report
 
 import mpicomm
 
@@ -10,15 +10,7 @@ problems = []
 
 
 def expect(exc_type, fragment, fn):
-    try:
-        fn()
-    except exc_type as e:
-        if fragment not in str(e):
-            problems.append(f"{exc_type.__name__} without {fragment!r}: {e}")
-    except Exception as e:  # noqa: BLE001
-        problems.append(f"expected {exc_type.__name__}, got {type(e).__name__}: {e}")
-    else:
-        problems.append(f"expected {exc_type.__name__} ({fragment!r}), nothing raised")
+    return expect_raises(problems, exc_type, fragment, fn)
 
 
 expect(ValueError, "valid strategies: native, ring", lambda: mpicomm.make_reducer("rnig"))
