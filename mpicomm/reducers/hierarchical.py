@@ -47,7 +47,12 @@ import numpy as np
 
 from mpicomm.backend import array_module, sync_device
 from mpicomm.reducers.base import Reducer
-from mpicomm.reducers.ring import chunk_bounds, ring_allgather, ring_reduce_scatter
+from mpicomm.reducers.ring import (
+    PIECE_BYTES,
+    chunk_bounds,
+    ring_allgather,
+    ring_reduce_scatter,
+)
 from mpicomm.topology import Topology
 
 __all__ = ["HierarchicalReducer"]
@@ -88,7 +93,9 @@ class _Plan:
                 sub = chunk_bounds(hi - lo, len(members))
                 self.rings.append((v, lo, hi, members, sub))
                 self.scratch_len = max(self.scratch_len, max(np.diff(sub), default=1))
-        self.scratch = xp.empty(self.scratch_len, dtype=flat.dtype)
+        # the ring functions move at most one PIECE_BYTES piece into scratch at a time
+        piece = max(PIECE_BYTES // flat.itemsize, 1)
+        self.scratch = xp.empty(max(min(self.scratch_len, piece), 1), dtype=flat.dtype)
 
 
 class HierarchicalReducer(Reducer):
