@@ -11,6 +11,7 @@
 # first: picks the MPI thread level (--thread-level / MPICOMM_THREAD_LEVEL) before
 # anything imports mpi4py.MPI, which initialises MPI
 from mpicomm import _mpi_init  # noqa: F401
+from mpicomm.errors import ConfigError
 from mpicomm.options import ReducerOptions
 from mpicomm.reducers import REDUCERS, MismatchError, Reducer, make_reducer, strategies
 from mpicomm.topology import Topology
@@ -18,6 +19,7 @@ from mpicomm.topology import Topology
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigError",
     "REDUCERS",
     "MismatchError",
     "Reducer",

@@ -368,6 +368,7 @@ def write_records(rows: list[dict], meta: dict, json_path: str | None,
 
 def run(args: argparse.Namespace) -> int:
     from mpicomm.info import environment
+    from mpicomm.options import ReducerOptions
 
     world = MPI.COMM_WORLD
     names = chosen_strategies(args)
@@ -378,6 +379,7 @@ def run(args: argparse.Namespace) -> int:
                       check=args.check,
                       dtype=args.datatype, op=args.op, seed=args.seed)
     options = reducer_options(args)
+    ReducerOptions.from_kwargs("bench", **options)  # bad values: one line, before the header
     level = thread_level_record(args)
     root = world.Get_rank() == 0
     if root:

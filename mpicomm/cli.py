@@ -14,7 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 import traceback
+
+from mpicomm.errors import ConfigError
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
@@ -58,11 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def guarded(fn, *args, **kwargs):
-    """Call ``fn``; if it raises on this rank, print the error and abort every rank."""
+    """Call ``fn``; if it raises on this rank, print the error and abort every rank.
+
+    A ``ConfigError`` (bad strategy or option: the same on every rank, raised
+    before any message) is printed as one line by rank 0, and the job ends with
+    exit code 2. Anything else prints ``mpicomm: rank R: <traceback>`` and ends
+    the job with exit code 1. Either way ``MPI_Abort`` ends every rank: a rank
+    that merely exited would leave the others waiting in their next collective.
+    """
     try:
         return fn(*args, **kwargs)
     except SystemExit:
         raise
+    except ConfigError as exc:
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        sys.stdout.flush()
+        if rank != 0:
+            # rank 0 raised the same error and aborts first; print only if it did not
+            time.sleep(1.0)
+        sys.stderr.write(f"mpicomm: error: {exc}\n" if rank == 0 else
+                         f"mpicomm: rank {rank}: error: {exc}\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(2)
     except BaseException as exc:  # noqa: BLE001 - any failure must end the job
         from mpi4py import MPI
 

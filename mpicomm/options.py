@@ -11,6 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
+from mpicomm.errors import ConfigError, ConfigTypeError
 from mpicomm.topology import resolve_ranks_per_node
 
 __all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS"]
@@ -24,7 +25,7 @@ def _env_flag(name: str) -> bool:
         return False
     if value in ("1", "true", "yes", "on"):
         return True
-    raise ValueError(f"{name}={value!r}: expected 0 or 1")
+    raise ConfigError(f"{name}={value!r}: expected 0 or 1")
 
 
 @dataclass(frozen=True)
@@ -60,20 +61,20 @@ class ReducerOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
         if self.variant not in HIERARCHICAL_VARIANTS:
-            raise ValueError(
+            raise ConfigError(
                 f"unknown hierarchical variant {self.variant!r}; "
                 f"valid: {', '.join(HIERARCHICAL_VARIANTS)}"
             )
         if isinstance(self.servers, bool) or not isinstance(self.servers, int) or self.servers < 1:
-            raise ValueError(f"servers must be a positive int, got {self.servers!r}")
+            raise ConfigError(f"servers must be a positive int, got {self.servers!r}")
         if not isinstance(self.dedicated, bool):
-            raise TypeError(f"dedicated must be a bool, got {self.dedicated!r}")
+            raise ConfigTypeError(f"dedicated must be a bool, got {self.dedicated!r}")
         if self.validate is None:
             object.__setattr__(self, "validate", _env_flag("MPICOMM_VALIDATE"))
         if self.crossover_bytes is not None and (
             not isinstance(self.crossover_bytes, int) or self.crossover_bytes < 0
         ):
-            raise ValueError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")
+            raise ConfigError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")
 
     @classmethod
     def from_kwargs(cls, who: str, **kwargs) -> ReducerOptions:
@@ -81,7 +82,7 @@ class ReducerOptions:
         valid = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(kwargs) - set(valid))
         if unknown:
-            raise TypeError(
+            raise ConfigTypeError(
                 f"{who}: unknown option{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(map(repr, unknown))}; valid options: {', '.join(valid)}"
             )

@@ -23,6 +23,8 @@ import os
 
 from mpi4py import MPI
 
+from mpicomm.errors import ConfigError, ConfigTypeError
+
 __all__ = ["Topology", "resolve_ranks_per_node"]
 
 
@@ -34,16 +36,16 @@ def resolve_ranks_per_node(ranks_per_node: int | None) -> int | None:
             try:
                 ranks_per_node = int(env)
             except ValueError:
-                raise ValueError(
+                raise ConfigError(
                     f"MPICOMM_RANKS_PER_NODE={env!r}: expected a positive integer"
                 ) from None
     if ranks_per_node is not None:
         if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int):
-            raise TypeError(
+            raise ConfigTypeError(
                 f"ranks_per_node must be an int or None, got {type(ranks_per_node).__name__}"
             )
         if ranks_per_node < 1:
-            raise ValueError(f"ranks_per_node must be >= 1, got {ranks_per_node}")
+            raise ConfigError(f"ranks_per_node must be >= 1, got {ranks_per_node}")
     return ranks_per_node
 
 

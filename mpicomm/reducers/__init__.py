@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
+from mpicomm.errors import ConfigError
 from mpicomm.options import ReducerOptions
 from mpicomm.reducers.auto import AutoReducer
 from mpicomm.reducers.base import MismatchError, Reducer
@@ -48,6 +49,6 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     """
     cls = REDUCERS.get(name)
     if cls is None:
-        raise ValueError(f"unknown strategy {name!r}; valid strategies: {', '.join(REDUCERS)}")
+        raise ConfigError(f"unknown strategy {name!r}; valid strategies: {', '.join(REDUCERS)}")
     opts = ReducerOptions.from_kwargs(f"make_reducer({name!r})", **options)
     return cls(comm, opts)

@@ -41,6 +41,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.backend import DTYPE_CODES, array_module, sync_device
+from mpicomm.errors import ConfigError
 from mpicomm.reducers.base import OPS, MismatchError, Reducer
 from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
 
@@ -82,15 +83,17 @@ class ParameterServerReducer(Reducer):
     name = "ps"
 
     def __init__(self, comm, options) -> None:
-        super().__init__(comm, options)
-        p, S = self.size, options.servers
-        self.dedicated = options.dedicated
-        if self.dedicated and S >= p:
-            raise ValueError(
+        # placement is checked before super() duplicates the communicator: no message yet
+        p = (MPI.COMM_WORLD if comm is None else comm).Get_size()
+        S = options.servers
+        if options.dedicated and S >= p:
+            raise ConfigError(
                 f"ps: dedicated=True needs at least one worker: servers={S} with {p} ranks"
             )
-        if not self.dedicated and S > p:
-            raise ValueError(f"ps: servers={S} exceeds the {p} ranks (colocated servers)")
+        if not options.dedicated and S > p:
+            raise ConfigError(f"ps: servers={S} exceeds the {p} ranks (colocated servers)")
+        super().__init__(comm, options)
+        self.dedicated = options.dedicated
         if self.dedicated:
             self.servers = list(range(p - S, p))
             self.workers = list(range(p - S))

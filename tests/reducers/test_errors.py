@@ -87,3 +87,39 @@ def test_cli_guard_names_the_rank_and_aborts():
     assert not res.timed_out
     assert res.returncode != 0
     assert "mpicomm: rank 2: ValueError: bad gradient on two -- aborting job" in res.stderr
+
+
+def test_config_error_is_one_line_and_exit_2():
+    """A bad option on every rank: one message (rank 0), no traceback, exit code 2."""
+    res = run_mpi(
+        3,
+        ["-m", "mpicomm", "train", "--strategy", "ps", "--servers", "4", "--steps", "2"],
+        timeout=60,
+    )
+    assert not res.timed_out
+    assert res.returncode == 2
+    assert res.stderr.count("ps: servers=4 exceeds the 3 ranks") == 1
+    assert "Traceback" not in res.stderr
+
+
+def test_config_error_on_one_rank_still_ends_the_job():
+    """A config error on rank 1 only (rank-dependent environment) names the rank, no hang."""
+    res = run_mpi(
+        3,
+        [
+            "-c",
+            (
+                "import os\n"
+                "from mpi4py import MPI\n"
+                "if MPI.COMM_WORLD.rank == 1: os.environ['MPICOMM_RANKS_PER_NODE'] = 'x'\n"
+                "import mpicomm\n"
+                "from mpicomm.cli import guarded\n"
+                "import numpy as np\n"
+                "guarded(lambda: mpicomm.make_reducer('hierarchical').allreduce(np.ones(3)))\n"
+            ),
+        ],
+        timeout=60,
+    )
+    assert not res.timed_out
+    assert res.returncode == 2
+    assert "mpicomm: rank 1: error: MPICOMM_RANKS_PER_NODE='x'" in res.stderr
