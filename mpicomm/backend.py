@@ -17,7 +17,6 @@ by both Open MPI and MPICH builds that support CUDA).
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Any
 
 import numpy as np
@@ -101,13 +100,11 @@ def mpi_cuda_aware(override: bool | None = None) -> bool:
     global _cuda_aware_cache
     if override is not None:
         return bool(override)
-    env = os.environ.get("MPICOMM_CUDA_AWARE")
-    if env is not None and env != "":
-        if env.lower() in ("1", "true", "yes", "on"):
-            return True
-        if env.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"MPICOMM_CUDA_AWARE={env!r}: expected 0 or 1")
+    from mpicomm.options import env_flag
+
+    env = env_flag("MPICOMM_CUDA_AWARE")
+    if env is not None:
+        return env
     if _cuda_aware_cache is None:
         _cuda_aware_cache = _query_mpi_cuda_support()
     return _cuda_aware_cache
@@ -130,27 +127,27 @@ def _query_mpi_cuda_support() -> bool:
 
 
 class HostStage:
-    """Reused pinned host buffers for a CuPy array when MPI is not CUDA-aware.
+    """Reused pinned host memory for a CuPy array when MPI is not CUDA-aware.
 
-    ``to_host(buf)`` copies the device array into a pinned NumPy array of the
-    same length and dtype (allocated on first use of that shape, then reused);
-    ``to_device(buf)`` copies it back. Cost: two PCIe copies of n bytes per call.
+    ``to_host(buf)`` copies the device array into a pinned NumPy view of the same
+    length and dtype; ``to_device`` copies it back. One pinned buffer is kept and
+    grown to the largest buffer seen, so every shape reuses it.
+    Cost: two PCIe copies of n bytes per call.
     """
 
     def __init__(self) -> None:
-        self._hosts: dict[tuple[int, np.dtype], np.ndarray] = {}
+        self._mem = None  # pinned allocation
+        self._nbytes = 0
 
     def host_for(self, n: int, dtype: np.dtype) -> np.ndarray:
-        key = (n, np.dtype(dtype))
-        host = self._hosts.get(key)
-        if host is None:
+        dtype = np.dtype(dtype)
+        nbytes = max(n * dtype.itemsize, 1)
+        if nbytes > self._nbytes:
             import cupy
 
-            nbytes = max(n * key[1].itemsize, 1)
-            mem = cupy.cuda.alloc_pinned_memory(nbytes)
-            host = np.frombuffer(mem, dtype=key[1], count=n)
-            self._hosts[key] = host
-        return host
+            self._mem = cupy.cuda.alloc_pinned_memory(nbytes)
+            self._nbytes = nbytes
+        return np.frombuffer(self._mem, dtype=dtype, count=n)
 
     def to_host(self, dev) -> np.ndarray:
         host = self.host_for(dev.size, dev.dtype)

@@ -244,6 +244,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ps: the last S ranks only serve (they call serve())")
     p.add_argument("--crossover-bytes", type=parse_bytes, default=None,
                    help="auto: switch size (default: from the cost model)")
+    p.add_argument("--validate", action="store_true",
+                   help="check length/dtype/op agreement on every call, as reducers do by "
+                        "default (off here: the bench checks results itself; the first call "
+                        "is still checked)")
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
                    help="MPI thread level to request (read before MPI starts; "
                    "or MPICOMM_THREAD_LEVEL)")
@@ -255,7 +259,7 @@ def reducer_options(args: argparse.Namespace) -> dict:
     """The ``ReducerOptions`` fields the command line sets (passed to every strategy)."""
     return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
             "servers": args.servers, "dedicated": args.dedicated,
-            "crossover_bytes": args.crossover_bytes}
+            "crossover_bytes": args.crossover_bytes, "validate": args.validate}
 
 
 def usage_error(message: str) -> int:

@@ -14,18 +14,26 @@ from dataclasses import dataclass
 from mpicomm.errors import ConfigError, ConfigTypeError
 from mpicomm.topology import resolve_ranks_per_node
 
-__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS"]
+__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
 
 
-def _env_flag(name: str) -> bool:
+def env_flag(name: str) -> bool | None:
+    """Return the boolean in environment variable ``name``; None when unset or empty."""
     value = os.environ.get(name, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
+    if value == "":
+        return None
+    if value in ("0", "false", "no", "off"):
         return False
     if value in ("1", "true", "yes", "on"):
         return True
     raise ConfigError(f"{name}={value!r}: expected 0 or 1")
+
+
+def _bool_or_none(name: str, value) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise ConfigTypeError(f"{name} must be True, False or None, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -41,11 +49,13 @@ class ReducerOptions:
         servers: ps: number of servers S; the buffer is split in S key ranges.
         dedicated: ps: True puts the servers on their own ranks (the last S),
             which only serve; False (default) colocates them with workers.
-        validate: check lengths/dtypes/op agree across ranks on every call
-            (default: only on the first use of each (length, dtype, op));
-            ``MPICOMM_VALIDATE=1`` turns it on.
+        validate: True (default, or ``MPICOMM_VALIDATE=1``) checks on every call
+            that all ranks pass the same length, dtype and op (one small Allgather,
+            ~2 µs); False (or ``MPICOMM_VALIDATE=0``) checks only on the reducer's
+            first call — for benchmarks and loops that reduce one fixed shape.
         cuda_aware: CuPy buffers: True hands device pointers to MPI, False stages
-            through pinned host memory, None asks ``MPICOMM_CUDA_AWARE`` then MPI.
+            through pinned host memory, None takes ``MPICOMM_CUDA_AWARE`` if set,
+            else asks MPI (``MPIX_Query_cuda_support``).
         crossover_bytes: auto: message size from which the bandwidth-optimal
             algorithm is used; None derives it from the cost model.
     """
@@ -69,11 +79,15 @@ class ReducerOptions:
             raise ConfigError(f"servers must be a positive int, got {self.servers!r}")
         if not isinstance(self.dedicated, bool):
             raise ConfigTypeError(f"dedicated must be a bool, got {self.dedicated!r}")
+        _bool_or_none("validate", self.validate)
+        _bool_or_none("cuda_aware", self.cuda_aware)
         if self.validate is None:
-            object.__setattr__(self, "validate", _env_flag("MPICOMM_VALIDATE"))
-        if self.crossover_bytes is not None and (
-            not isinstance(self.crossover_bytes, int) or self.crossover_bytes < 0
-        ):
+            env = env_flag("MPICOMM_VALIDATE")
+            object.__setattr__(self, "validate", True if env is None else env)
+        if self.cuda_aware is None:  # still None when unset: ask MPI at the first GPU call
+            object.__setattr__(self, "cuda_aware", env_flag("MPICOMM_CUDA_AWARE"))
+        c = self.crossover_bytes
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
             raise ConfigError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")
 
     @classmethod

@@ -9,9 +9,11 @@ result by ``scale`` when it is not None (op="mean"), and returns the payload
 bytes (sent, received) by this rank. ``Reducer.allreduce`` does the rest:
 
 1. check the buffer (array type, dtype, contiguity) — before any message;
-2. on the first use of each (length, dtype, op) — or on every call with
-   ``validate=True`` — gather that key from every rank and raise the same clear
-   error on every rank if they differ (one small Allgather);
+2. on every call (``validate=True``, the default) — or only on the reducer's
+   first call (``validate=False``) — gather (length, dtype, op) from every rank
+   and raise the same clear error on every rank if they differ (one small
+   Allgather). The rule depends on the call count alone, never on what a rank
+   has seen, so every rank takes the same decision and the check cannot hang;
 3. CuPy buffers: synchronise the stream and pass device memory (CUDA-aware MPI)
    or stage through a reused pinned host buffer;
 4. time the call and count bytes into ``self.stats``.
@@ -42,7 +44,6 @@ __all__ = ["Reducer", "MismatchError", "OPS"]
 OPS = {"sum": 1, "mean": 2}
 _OP_NAMES = {v: k for k, v in OPS.items()}
 _DTYPE_NAMES = {v: str(k) for k, v in DTYPE_CODES.items()}
-_DTYPE_CODES_FAST = DTYPE_CODES  # dtype -> code; `in` is one dict lookup
 
 
 class MismatchError(ValueError):
@@ -80,7 +81,7 @@ class Reducer:
         self.worker_rank: int | None = self.rank
         self.num_workers = self.size
         self._agree_comm = self.comm  # who must agree on (length, dtype, op)
-        self._checked: set[tuple[int, int, int]] = set()
+        self._checked_once = False  # validate=False: only the first call is checked
         self._stage: HostStage | None = None
         self._key = np.zeros(3, dtype=np.int64)
         self._keys: np.ndarray | None = None
@@ -103,7 +104,7 @@ class Reducer:
         on_host = type(buf) is np.ndarray
         if not (
             on_host
-            and buf.dtype in _DTYPE_CODES_FAST
+            and buf.dtype in DTYPE_CODES
             and buf.flags.c_contiguous
             and buf.flags.writeable
         ):
@@ -114,9 +115,9 @@ class Reducer:
             raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
         flat = buf if buf.ndim == 1 else flat_view(buf)
         key = (flat.size, DTYPE_CODES[flat.dtype], opcode)
-        if self.options.validate or key not in self._checked:
+        if self.options.validate or not self._checked_once:
             self._check_agreement(key)
-            self._checked.add(key)
+            self._checked_once = True
         scale = None if opcode == 1 or self.num_workers == 1 else 1.0 / self.num_workers
         if on_host:
             sent, recv = self._allreduce(flat, scale)

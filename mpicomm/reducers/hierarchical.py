@@ -32,25 +32,28 @@ variant="leader" (the classic form, as in Horovod's hierarchical allreduce):
 2. Ring AllReduce of the whole buffer among the m leaders.
 3. Broadcast from the leader within the node (MPI_Bcast).
 
-    T ≈ 2·lg L·α_intra + 2·n·β_intra·(tree) + n·γ·(L-1)/...  (MPI's choice)
+    T ≈ 2·lg L·(α_intra + n·β_intra) + lg L·n·γ        (binomial-tree reduce and bcast)
       + 2(m-1)·α_inter + 2·(m-1)/m·n·β_inter + (m-1)/m·n·γ
 
    Simpler, but only one rank per node drives the network, with all n bytes.
 
-Bytes counted: point-to-point payloads exactly; for the leader variant's MPI
-Reduce/Bcast, n bytes each way per non-leader and per leader.
+Bytes counted: point-to-point payloads exactly; the leader variant's MPI
+Reduce/Bcast as a flat one (each non-leader sends, then receives, n bytes; the
+leader receives, then sends, (L-1)·n), since MPI does not report its tree.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.backend import array_module, sync_device
+from mpicomm.backend import sync_device
 from mpicomm.reducers.base import Reducer
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
     chunk_bounds,
+    piece_scratch,
     ring_allgather,
+    ring_recv_bytes,
     ring_reduce_scatter,
 )
 from mpicomm.topology import Topology
@@ -61,25 +64,28 @@ _TAG_INTRA_RS, _TAG_INTRA_AG, _TAG_INTER = 11, 12, 100
 
 
 class _Plan:
-    """Boundaries and scratch for one (length, dtype, array type)."""
+    """Boundaries, scratch view and received bytes for one (length, dtype, array type)."""
 
-    def __init__(self, flat, topo: Topology, variant: str) -> None:
-        n = flat.size
-        xp = array_module(flat)
+    def __init__(self, flat, topo: Topology, variant: str, store: dict) -> None:
+        n, item = flat.size, flat.itemsize
         L = max(topo.node_sizes)
         Lj = topo.local_size
-        self.scratch_len = 1
+        largest = 1
+        self.recv = 0  # point-to-point bytes this rank receives per call
         if variant == "leader":
             self.node_bounds = None
             self.ring_bounds = chunk_bounds(n, topo.num_nodes)
-            self.scratch_len = max(self.scratch_len, max(np.diff(self.ring_bounds), default=1))
+            largest = max(largest, max(np.diff(self.ring_bounds), default=1))
+            if topo.is_leader:
+                self.recv = ring_recv_bytes(self.ring_bounds, topo.node_id, item)
         else:
             # virtual segments, and the contiguous run of them each local rank owns
             self.vbounds = chunk_bounds(n, L)
             owner_runs = [chunk_bounds(L, size) for size in topo.node_sizes]
             runs = owner_runs[topo.node_id]
             self.node_bounds = [self.vbounds[runs[i]] for i in range(Lj + 1)]
-            self.scratch_len = max(self.scratch_len, max(np.diff(self.node_bounds), default=1))
+            largest = max(largest, max(np.diff(self.node_bounds), default=1))
+            self.recv = ring_recv_bytes(self.node_bounds, topo.local_rank, item)
             # inter-node rings: one per virtual segment this rank owns
             self.rings = []
             first, last = runs[topo.local_rank], runs[topo.local_rank + 1]
@@ -92,10 +98,11 @@ class _Plan:
                 lo, hi = self.vbounds[v], self.vbounds[v + 1]
                 sub = chunk_bounds(hi - lo, len(members))
                 self.rings.append((v, lo, hi, members, sub))
-                self.scratch_len = max(self.scratch_len, max(np.diff(sub), default=1))
+                largest = max(largest, max(np.diff(sub), default=1))
+                self.recv += ring_recv_bytes(sub, topo.node_id, item)
         # the ring functions move at most one PIECE_BYTES piece into scratch at a time
-        piece = max(PIECE_BYTES // flat.itemsize, 1)
-        self.scratch = xp.empty(max(min(self.scratch_len, piece), 1), dtype=flat.dtype)
+        piece = max(PIECE_BYTES // item, 1)
+        self.scratch = piece_scratch(store, flat, min(int(largest), piece))
 
 
 class HierarchicalReducer(Reducer):
@@ -108,6 +115,7 @@ class HierarchicalReducer(Reducer):
         self.topology = Topology(self.comm, ranks_per_node=options.ranks_per_node)
         self.variant = options.variant
         self._plans: dict[tuple, _Plan] = {}
+        self._store: dict = {}  # array module -> one piece of scratch
 
     def describe(self) -> dict:
         d = super().describe()
@@ -122,7 +130,7 @@ class HierarchicalReducer(Reducer):
         key = (flat.size, flat.dtype.char, type(flat))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _Plan(flat, self.topology, self.variant)
+            plan = self._plans[key] = _Plan(flat, self.topology, self.variant, self._store)
         return plan
 
     def _allreduce(self, flat, scale):
@@ -154,7 +162,7 @@ class HierarchicalReducer(Reducer):
                 sync_device(own)
         # 4. intra-node allgather
         sent += ring_allgather(comm, node, l, flat, plan.node_bounds, tag=_TAG_INTRA_AG)
-        return sent, sent
+        return sent, plan.recv
 
     def _leader(self, flat, scale, plan: _Plan) -> tuple[int, int]:
         from mpi4py import MPI
@@ -162,11 +170,12 @@ class HierarchicalReducer(Reducer):
         topo = self.topology
         sent = recv = 0
         nbytes = flat.nbytes
+        others = (topo.local_size - 1) * nbytes  # counted as a flat reduce / bcast
         # 1. reduce to the node leader
         if topo.local_size > 1:
             if topo.is_leader:
                 topo.intra.Reduce(MPI.IN_PLACE, flat, MPI.SUM, root=0)
-                recv += nbytes
+                recv += others
             else:
                 topo.intra.Reduce(flat, None, MPI.SUM, root=0)
                 sent += nbytes
@@ -182,12 +191,12 @@ class HierarchicalReducer(Reducer):
                 if not isinstance(flat, np.ndarray):
                     sync_device(own)
             s += ring_allgather(self.comm, ring, j, flat, bounds, tag=_TAG_INTRA_AG)
-            sent, recv = sent + s, recv + s
+            sent, recv = sent + s, recv + plan.recv
         # 3. broadcast within the node
         if topo.local_size > 1:
             topo.intra.Bcast(flat, root=0)
             if topo.is_leader:
-                sent += nbytes
+                sent += others
             else:
                 recv += nbytes
         return sent, recv

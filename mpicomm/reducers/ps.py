@@ -29,6 +29,9 @@ Cost, for S servers each owning n/S bytes (W pushes into each server link):
     T_ps ≈ 2(W-1)·α + 2·(W-1)·(n/S)·β + (W-1)·(n/S)·γ   (colocated; W instead of W-1
                                                          when dedicated)
 
+(Colocated pushes travel in ⌈(n/S)/PIECE_BYTES⌉ rounds, each ending in a
+``Waitall``: that many extra α, negligible next to a 1 MiB piece's transfer.)
+
 With S = 1 the server's link carries 2(W-1)·n bytes: linear in the number of
 workers, the bottleneck the ring removes. With S = W colocated servers each
 link carries 2(W-1)/W·n, as much as the ring — the BytePS argument — and the
@@ -64,6 +67,7 @@ class _Plan:
         my_shard: int | None,
         n_senders: int,
         dedicated: bool,
+        rows_store: dict,
     ) -> None:
         self.bounds = chunk_bounds(n, len(servers))
         self.largest = max(self.bounds[i + 1] - self.bounds[i] for i in range(len(servers)))
@@ -71,10 +75,17 @@ class _Plan:
         self.rows = self.acc = None
         if my_shard is not None:
             width = self.bounds[my_shard + 1] - self.bounds[my_shard]
-            # colocated servers receive piece by piece; dedicated ones whole ranges
-            rows = width if dedicated else min(width, self.piece)
-            self.rows = xp.empty((max(n_senders, 1), rows), dtype=dtype)
-            self.acc = xp.empty(width, dtype=dtype) if dedicated else None
+            senders = max(n_senders, 1)
+            if dedicated:  # whole ranges, summed into acc
+                self.rows = xp.empty((senders, width), dtype=dtype)
+                self.acc = xp.empty(width, dtype=dtype)
+            else:  # piece by piece, in rows shared by every length (see ``rows_store``)
+                per_row = max(min(width, self.piece), 1)
+                need = senders * per_row * np.dtype(dtype).itemsize
+                raw = rows_store.get(xp.__name__)
+                if raw is None or raw.nbytes < need:  # at most senders x one piece
+                    raw = rows_store[xp.__name__] = xp.empty(senders * PIECE_BYTES, dtype=np.uint8)
+                self.rows = raw[:need].view(dtype).reshape(senders, per_row)
 
 
 class ParameterServerReducer(Reducer):
@@ -110,6 +121,7 @@ class ParameterServerReducer(Reducer):
             sub = self.comm.Split(color, key=self.rank)
             self._agree_comm = sub if sub != MPI.COMM_NULL else None
         self._plans: dict[tuple, _Plan] = {}
+        self._rows: dict = {}  # array module -> colocated receive rows, senders x one piece
         self._header = np.zeros(4, dtype=np.int64)
         self._closed = False
 
@@ -123,7 +135,9 @@ class ParameterServerReducer(Reducer):
         plan = self._plans.get(key)
         if plan is None:
             senders = self.num_workers - (0 if self.dedicated else 1)
-            plan = _Plan(n, dtype, xp, self.servers, self.shard, senders, self.dedicated)
+            plan = _Plan(
+                n, dtype, xp, self.servers, self.shard, senders, self.dedicated, self._rows
+            )
             self._plans[key] = plan
         return plan
 
@@ -159,6 +173,8 @@ class ParameterServerReducer(Reducer):
                 mine = flat[lo_me + off : lo_me + off + m]
                 for i in range(len(others)):
                     np.add(mine, plan.rows[i, :m], out=mine)
+                if not isinstance(flat, np.ndarray):  # the next piece's Irecv reuses rows
+                    sync_device(mine)
         own = flat[lo_me:hi_me]
         if self.shard is not None:
             if scale is not None:
@@ -181,7 +197,7 @@ class ParameterServerReducer(Reducer):
     # ------------------------------------------------------------ dedicated
     def _worker_call(self, flat, scale):
         comm = self.comm
-        b = chunk_bounds(flat.size, len(self.servers))
+        b = self._plan(flat.size, flat.dtype, array_module(flat)).bounds
         h = self._header
         h[:] = (_CMD_REDUCE, flat.size, DTYPE_CODES[flat.dtype], 2 if scale is not None else 1)
         reqs, sent = [], 0

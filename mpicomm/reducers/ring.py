@@ -39,11 +39,42 @@ from mpicomm.backend import array_module, sync_device
 from mpicomm.reducers.base import Reducer
 
 __all__ = [
-    "RingReducer", "chunk_bounds", "ring_reduce_scatter", "ring_allgather", "PIECE_BYTES"
+    "RingReducer", "chunk_bounds", "ring_reduce_scatter", "ring_allgather", "PIECE_BYTES",
+    "piece_scratch", "ring_recv_bytes",
 ]
 
 # reduce-scatter moves a segment in pieces of at most this many bytes (see step 1)
 PIECE_BYTES = 1 << 20
+
+
+def piece_scratch(store: dict, flat, items: int):
+    """Return a reused scratch view of ``items`` (at most one piece) elements like ``flat``.
+
+    ``store`` (one dict per reducer) keeps one ``PIECE_BYTES`` buffer per array
+    module, allocated on first use; every length and dtype views into it, so a
+    sweep over many sizes holds one piece of scratch, not one per size.
+    """
+    xp = array_module(flat)
+    raw = store.get(xp.__name__)
+    if raw is None:
+        raw = store[xp.__name__] = xp.empty(PIECE_BYTES, dtype=np.uint8)
+    nbytes = max(items, 1) * flat.itemsize
+    if nbytes > PIECE_BYTES:
+        raise ValueError(f"scratch of {nbytes} bytes exceeds one piece ({PIECE_BYTES})")
+    return raw[:nbytes].view(flat.dtype)
+
+
+def ring_recv_bytes(bounds: list[int], pos: int, itemsize: int) -> int:
+    """Bytes ``ring[pos]`` receives in a reduce-scatter + allgather over ``bounds``.
+
+    Reduce-scatter brings every segment but the left neighbour's; allgather
+    every segment but its own.
+    """
+    q = len(bounds) - 1
+    if q == 1:
+        return 0
+    seg = [bounds[i + 1] - bounds[i] for i in range(q)]
+    return (2 * bounds[-1] - seg[(pos - 1) % q] - seg[pos]) * itemsize
 
 
 def chunk_bounds(n: int, parts: int) -> list[int]:
@@ -135,8 +166,8 @@ def ring_allgather(
 class RingReducer(Reducer):
     """Ring AllReduce (reduce-scatter + allgather) with mpi4py point-to-point calls.
 
-    Per (length, dtype) it keeps the segment boundaries and one scratch buffer
-    of the largest segment (at most ``PIECE_BYTES``), reused on every call.
+    Per (length, dtype) it keeps the segment boundaries; one ``PIECE_BYTES``
+    scratch buffer serves every length (``piece_scratch``).
     """
 
     name = "ring"
@@ -145,6 +176,7 @@ class RingReducer(Reducer):
         super().__init__(comm, options)
         self._ring = list(range(self.size))
         self._plans: dict[tuple, tuple[list[int], object, int, int]] = {}
+        self._store: dict = {}  # array module -> one piece of scratch
 
     def _plan(self, flat):
         key = (flat.size, flat.dtype.char, type(flat))
@@ -153,12 +185,8 @@ class RingReducer(Reducer):
             bounds = chunk_bounds(flat.size, self.size)
             largest = max(bounds[i + 1] - bounds[i] for i in range(self.size))
             piece = max(PIECE_BYTES // flat.itemsize, 1)
-            scratch = array_module(flat).empty(max(min(largest, piece), 1), dtype=flat.dtype)
-            # received: every segment but the left neighbour's (reduce-scatter)
-            # and every segment but its own (allgather)
-            seg = [bounds[i + 1] - bounds[i] for i in range(self.size)]
-            left = (self.rank - 1) % self.size
-            recv = (2 * flat.size - seg[left] - seg[self.rank]) * flat.itemsize
+            scratch = piece_scratch(self._store, flat, min(largest, piece))
+            recv = ring_recv_bytes(bounds, self.rank, flat.itemsize)
             plan = self._plans[key] = (bounds, scratch, recv, largest)
         return plan
 

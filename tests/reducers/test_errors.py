@@ -34,8 +34,9 @@ def test_unknown_strategy_option_and_values():
     run_script(3, "check_options.py", timeout=90).expect_ok()
 
 
-def test_validate_every_call_catches_mismatch_of_a_seen_shape():
-    """With validate=True a length seen before on each rank still gets checked on every call."""
+def test_agreement_check_never_hangs_and_catches_seen_and_new_shapes():
+    """Default validate=True checks every call (shapes seen before, or new to one rank);
+    validate=False still checks the first call."""
     res = run_script(3, "check_validate.py", timeout=90)
     res.expect_ok()
 

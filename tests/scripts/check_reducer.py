@@ -44,7 +44,8 @@ def main() -> None:
     reducer = mpicomm.make_reducer(args.strategy, comm=comm, **json.loads(args.options))
     if not reducer.is_worker:
         reducer.serve()
-        report(ok=True, role="server")
+        st = reducer.stats
+        report(ok=True, role="server", bytes_sent=st.bytes_sent, bytes_recv=st.bytes_recv)
         return
     workers = reducer.num_workers
     wr = reducer.worker_rank
@@ -89,6 +90,7 @@ def main() -> None:
         cases=case,
         strategy=args.strategy,
         bytes_sent=reducer.stats.bytes_sent,
+        bytes_recv=reducer.stats.bytes_recv,
         calls=reducer.stats.calls,
     )
 
