@@ -33,6 +33,7 @@ import numpy as np
 from mpicomm import metrics
 from mpicomm.backend import sync_device
 from mpicomm.data import DataError, Shard, load_npz, synthetic
+from mpicomm.errors import ConfigError  # an invalid training configuration (re-exported)
 from mpicomm.model import MLP, num_params, parse_layers
 from mpicomm.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import make_reducer, strategies
@@ -43,10 +44,6 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "mpicomm-train-checkpoint-v1"
-
-
-class ConfigError(ValueError):
-    """An invalid training configuration."""
 
 
 class CheckpointError(ValueError):
@@ -89,7 +86,8 @@ class TrainConfig:
     variant: str = "reduce_scatter"     # reducer: hierarchical variant
     servers: int = 1                    # reducer: parameter servers
     dedicated: bool = False             # reducer: PS servers on their own ranks
-    validate: bool = False              # reducer: check lengths agree on every call
+    validate: bool | None = None        # reducer: ranks' buffers checked on every call (True)
+                                        # or the first (False); None: MPICOMM_VALIDATE, else True
     blas_threads: int = 1               # BLAS threads per rank (0 = leave the library default)
 
     def __post_init__(self) -> None:
@@ -139,8 +137,11 @@ class TrainConfig:
 
     def reducer_options(self) -> dict[str, Any]:
         """Return the ``make_reducer`` keyword options of this run."""
-        return {"ranks_per_node": self.ranks_per_node, "variant": self.variant,
-                "servers": self.servers, "dedicated": self.dedicated, "validate": self.validate}
+        opts: dict[str, Any] = {"ranks_per_node": self.ranks_per_node, "variant": self.variant,
+                                "servers": self.servers, "dedicated": self.dedicated}
+        if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
+            opts["validate"] = self.validate
+        return opts
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -201,8 +202,9 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True) -> Non
                    help="hierarchical variant")
     p.add_argument("--servers", type=int, default=d.servers, help="ps: number of servers")
     p.add_argument("--dedicated", action="store_true", help="ps: servers on their own ranks")
-    p.add_argument("--validate", action="store_true",
-                   help="reducer checks buffer lengths agree on every call")
+    p.add_argument("--validate", action=argparse.BooleanOptionalAction, default=None,
+                   help="reducer checks buffer lengths/dtype/op agree on every call "
+                   "(--no-validate: on its first call only; default: MPICOMM_VALIDATE, else on)")
     p.add_argument("--blas-threads", type=int, default=d.blas_threads,
                    help="BLAS threads per rank; ranks already fill the cores (0 = library default)")
 
@@ -345,9 +347,13 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     if bad >= 0:
         if failure is not None and comm.Get_rank() == bad:
             print(f"mpicomm train: error: {failure}", flush=True)
+        if not is_worker:
+            reducer.serve()  # a dedicated server takes every worker's close, as after a run
+        reducer.close()  # free the reducer's communicators on the way out
         raise SetupError(f"set-up failed on rank {bad}")
-    n_run = int(metrics.max_over_ranks(comm, np.array([cfg.steps - start_step]))[0])
-    n_run = max(n_run, 0)
+    # every rank continues from the same step (dedicated servers read no checkpoint)
+    start_step = int(metrics.max_over_ranks(comm, np.array([start_step]))[0])
+    n_run = max(cfg.steps - start_step, 0)
     if is_worker:
         say(f"{cfg.strategy}: {comm.Get_size()} ranks, {P} workers | model "
             f"{'-'.join(map(str, cfg.layers))} ({model.num_params:,} params, "
@@ -497,14 +503,21 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     """Time the same run on 1 worker (rank 0 alone, same per-worker batch); return its samples/s.
 
     The other ranks sleep in a quiet barrier meanwhile, so rank 0 has a core to itself.
+    Collective over ``comm``: if the baseline's set-up fails on rank 0 (which prints
+    why), every rank raises ``SetupError``.
     """
     comm = metrics.world() if comm is None else comm
-    sps = 0.0
+    sps, failed = 0.0, False
     if comm.Get_rank() == 0:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
                                    checkpoint_every=0, resume=False, json=None, dedicated=False)
-        sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]
+        try:
+            sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]
+        except SetupError:  # rank 0 has printed why; the others must hear of it, not wait
+            failed = True
     metrics.quiet_barrier(comm)
+    if metrics.first_failure(comm, failed) >= 0:
+        raise SetupError("set-up of the 1-worker baseline failed on rank 0")
     return float(metrics.max_over_ranks(comm, np.array([sps]))[0])
 
 

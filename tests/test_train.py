@@ -8,6 +8,7 @@ import pytest
 from mpi_harness import run_mpi, run_script
 
 import mpicomm
+from mpicomm.cli import build_parser
 from mpicomm.train import ConfigError, TrainConfig
 
 SMALL = ["--layers", "16,32,32,4", "--train-samples", "512", "--test-samples", "64",
@@ -94,6 +95,52 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     np.testing.assert_array_equal(vres, vfull)
 
 
+def test_dedicated_ps_resume_trains_to_steps_not_past_it(tmp_path):
+    """The dedicated server reads no checkpoint; it must still run the workers' remaining steps."""
+    common = [*SMALL, "--strategy", "ps", "--dedicated", "--batch-size", "8",
+              "--train-samples", "200", "--checkpoint-every", "5"]
+    ok(train(3, *common, "--steps", "20", "--checkpoint", tmp_path / "full.npz"))
+    ck, out = tmp_path / "part.npz", tmp_path / "resumed.json"
+    ok(train(3, *common, "--steps", "10", "--checkpoint", ck))
+    ok(train(3, *common, "--steps", "20", "--checkpoint", ck, "--resume", "--json", out))
+    full, vfull, _ = params(tmp_path / "full.npz")
+    resumed, vres, step = params(ck)
+    assert step == 20
+    np.testing.assert_array_equal(resumed, full)
+    np.testing.assert_array_equal(vres, vfull)
+    rec = json.loads(out.read_text())["results"][0]
+    assert (rec["steps"], rec["resumed_from_step"], rec["workers"]) == (10, 10, 2), rec
+
+
+def test_setup_errors_free_the_reducer_and_validate_follows_the_environment(tmp_path):
+    """In one job: a set-up error leaves no communicator behind (every strategy, baseline);
+    MPICOMM_VALIDATE reaches the reducer unless the config sets validate."""
+    run_script(3, "train_setup.py", timeout=90).expect_ok()
+
+
+@pytest.mark.parametrize("command", [["train", "--baseline"], ["compare", "--repeats", "1"]])
+def test_baseline_setup_error_stops_every_rank(command):
+    """Rank 0 fails alone in the 1-worker baseline: one message, non-zero exit, no hang."""
+    res = run_mpi(2, ["-m", "mpicomm", *command, *SMALL, "--steps", "2",
+                      "--data", "/nonexistent/d.npz"], timeout=40)
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    out = res.stdout + res.stderr
+    assert out.count("--data /nonexistent/d.npz: no such file") == 1, res.tail()
+
+
+def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
+    parse = build_parser().parse_args
+    assert TrainConfig().validate is None and "validate" not in TrainConfig().reducer_options()
+    for flags, want in (([], None), (["--validate"], True), (["--no-validate"], False)):
+        for command in ("train", "compare"):
+            assert parse([command, *flags]).validate is want, (command, flags)
+        assert TrainConfig.from_args(parse(["train", *flags])).validate is want
+    assert TrainConfig(validate=False).reducer_options()["validate"] is False
+    out = tmp_path / "v.json"
+    ok(train(1, *SMALL, "--steps", "2", "--json", out))
+    assert json.loads(out.read_text())["config"]["validate"] is None
+
+
 def test_bad_checkpoints_give_clear_errors(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"this is not a zip file")
@@ -118,7 +165,7 @@ def test_bad_checkpoints_give_clear_errors(tmp_path):
 ])
 def test_bad_input_gives_a_clear_message(args, message):
     res = train(2, *SMALL, "--steps", "2", *args, timeout=60)
-    assert res.returncode not in (0, None), res.tail()
+    assert res.returncode == 2, res.tail()  # config and set-up errors: exit code 2
     out = res.stdout + res.stderr
     assert message in out, res.tail()
     assert out.count(message) == 1  # said once, not once per rank
@@ -173,7 +220,8 @@ def test_compare_runs_and_writes_json(tmp_path):
 
 
 def test_config_refuses_invalid_values():
-    with pytest.raises(ConfigError, match="--lr must be a positive number"):
+    assert ConfigError is mpicomm.ConfigError  # one class: `except mpicomm.ConfigError` works
+    with pytest.raises(mpicomm.ConfigError, match="--lr must be a positive number"):
         TrainConfig(lr=-1.0)
     with pytest.raises(ConfigError, match="need --checkpoint"):
         TrainConfig(resume=True)
