@@ -83,6 +83,7 @@ class Reducer:
         self._agree_comm = self.comm  # who must agree on (length, dtype, op)
         self._checked_once = False  # validate=False: only the first call is checked
         self._stage: HostStage | None = None
+        self._cuda_aware: bool | None = None  # decided at the first CuPy call, then kept
         self._key = np.zeros(3, dtype=np.int64)
         self._keys: np.ndarray | None = None
 
@@ -145,7 +146,9 @@ class Reducer:
 
     # -------------------------------------------------------------- helpers
     def _allreduce_device(self, flat: Any, scale: float | None) -> tuple[int, int]:
-        if mpi_cuda_aware(self.options.cuda_aware):
+        if self._cuda_aware is None:
+            self._cuda_aware = mpi_cuda_aware(self.options.cuda_aware)
+        if self._cuda_aware:
             sync_device(flat)
             return self._allreduce(flat, scale)
         if self._stage is None:

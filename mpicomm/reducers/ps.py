@@ -122,6 +122,7 @@ class ParameterServerReducer(Reducer):
             self._agree_comm = sub if sub != MPI.COMM_NULL else None
         self._plans: dict[tuple, _Plan] = {}
         self._rows: dict = {}  # array module -> colocated receive rows, senders x one piece
+        self._others = [w for w in self.workers if w != self.rank]  # peers of a server
         self._header = np.zeros(4, dtype=np.int64)
         self._closed = False
 
@@ -148,7 +149,7 @@ class ParameterServerReducer(Reducer):
         comm, me = self.comm, self.rank
         plan = self._plan(flat.size, flat.dtype, array_module(flat))
         b = plan.bounds
-        others = [w for w in self.workers if w != me]
+        others = self._others
         sent = recv = 0
         lo_me = b[self.shard] if self.shard is not None else 0
         hi_me = b[self.shard + 1] if self.shard is not None else 0
