@@ -1,5 +1,5 @@
 import sys
 
-from mpicomm.cli import main
+from mpicomm.cli.main import main
 
 sys.exit(main())

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from mpi_harness import SCRIPTS, run_mpi
 
-from mpicomm.bench import RECORD_KEYS, count_wrong, parse_bytes, size_list
-from mpicomm.bench_allreduce import PERIOD, rank_block, tile
+from mpicomm.bench.allreduce import PERIOD, rank_block, tile
+from mpicomm.bench.harness import RECORD_KEYS, count_wrong, parse_bytes, size_list
 
 BENCH = ["-m", "mpicomm", "bench"]
 

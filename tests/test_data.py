@@ -4,7 +4,7 @@ batch, the position checkpoints, and .npz problems are named clearly."""
 import numpy as np
 import pytest
 
-from mpicomm.data import DataError, Shard, load_npz, synthetic
+from mpicomm.train.data import DataError, Shard, load_npz, synthetic
 
 
 def test_synthetic_is_deterministic_and_uses_every_class():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mpicomm.model import MLP, num_params, parse_layers
+from mpicomm.train.model import MLP, num_params, parse_layers
 
 
 def _batch(layers, n, seed=3):

@@ -8,8 +8,8 @@ import pytest
 from mpi_harness import run_mpi, run_script
 
 import mpicomm
-from mpicomm.cli import build_parser
-from mpicomm.train import ConfigError, TrainConfig
+from mpicomm.cli.main import build_parser
+from mpicomm.train.loop import ConfigError, TrainConfig
 
 SMALL = ["--layers", "16,32,32,4", "--train-samples", "512", "--test-samples", "64",
          "--eval-samples", "128", "--log-every", "0"]
@@ -47,7 +47,7 @@ def test_strategies_reach_the_same_params(tmp_path):
                timeout=90).expect_ok()
     ref, _, step = params(tmp_path / "native.npz")
     assert step == 20
-    start = mpicomm.model.MLP((16, 32, 32, 4), seed=0).params
+    start = mpicomm.train.model.MLP((16, 32, 32, 4), seed=0).params
     assert rel_err(ref, start) > 1e-2  # training moved the params, so agreement means something
     for label in ("ring", "hierarchical", "ps", "ps2", *extra):
         got = params(tmp_path / f"{label}.npz")[0]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from mpicomm.errors import ConfigError
-from mpicomm.options import ReducerOptions
+from mpicomm.core.errors import ConfigError
+from mpicomm.core.options import ReducerOptions
 from mpicomm.reducers.auto import AutoReducer
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.hierarchical import HierarchicalReducer

@@ -42,7 +42,8 @@ class AutoReducer(Reducer):
         self.large = RingReducer(self.comm, options)
         crossover = options.crossover_bytes
         if crossover is None:
-            from mpicomm.costmodel import auto_crossover, quick_params
+            from mpicomm.costmodel.calibrate import quick_params
+            from mpicomm.costmodel.formulas import auto_crossover
 
             crossover = auto_crossover(self.size, quick_params(self.comm))
         agreed = np.array([crossover], dtype=np.int64)

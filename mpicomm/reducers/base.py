@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.backend import (
+from mpicomm.core.backend import (
     DTYPE_CODES,
     HostStage,
     check_buffer,
@@ -36,8 +36,8 @@ from mpicomm.backend import (
     mpi_cuda_aware,
     sync_device,
 )
-from mpicomm.instrument import ReduceStats
-from mpicomm.options import ReducerOptions
+from mpicomm.core.options import ReducerOptions
+from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
 

@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.backend import sync_device
+from mpicomm.core.backend import sync_device
+from mpicomm.core.topology import Topology
 from mpicomm.reducers.base import Reducer
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
@@ -56,7 +57,6 @@ from mpicomm.reducers.ring import (
     ring_recv_bytes,
     ring_reduce_scatter,
 )
-from mpicomm.topology import Topology
 
 __all__ = ["HierarchicalReducer"]
 

@@ -43,8 +43,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.backend import DTYPE_CODES, array_module, sync_device
-from mpicomm.errors import ConfigError
+from mpicomm.core.backend import DTYPE_CODES, array_module, sync_device
+from mpicomm.core.errors import ConfigError
 from mpicomm.reducers.base import OPS, MismatchError, Reducer
 from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.backend import array_module, sync_device
+from mpicomm.core.backend import array_module, sync_device
 from mpicomm.reducers.base import Reducer
 
 __all__ = ["RecursiveDoublingReducer", "fold_plan"]

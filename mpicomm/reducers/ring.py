@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.backend import array_module, sync_device
+from mpicomm.core.backend import array_module, sync_device
 from mpicomm.reducers.base import Reducer
 
 __all__ = [

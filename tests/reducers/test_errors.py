@@ -75,7 +75,7 @@ def test_cli_guard_names_the_rank_and_aborts():
             (
                 "import numpy as np, mpicomm\n"
                 "from mpi4py import MPI\n"
-                "from mpicomm.cli import guarded\n"
+                "from mpicomm.cli.main import guarded\n"
                 "def main():\n"
                 "    r = mpicomm.make_reducer('ps')\n"
                 "    if MPI.COMM_WORLD.rank == 2: raise ValueError('bad gradient on two')\n"
@@ -114,7 +114,7 @@ def test_config_error_on_one_rank_still_ends_the_job():
                 "from mpi4py import MPI\n"
                 "if MPI.COMM_WORLD.rank == 1: os.environ['MPICOMM_RANKS_PER_NODE'] = 'x'\n"
                 "import mpicomm\n"
-                "from mpicomm.cli import guarded\n"
+                "from mpicomm.cli.main import guarded\n"
                 "import numpy as np\n"
                 "guarded(lambda: mpicomm.make_reducer('hierarchical').allreduce(np.ones(3)))\n"
             ),

@@ -23,7 +23,7 @@ def _gpu_available() -> bool:
 
 
 def _mpi_cuda_aware() -> bool:
-    from mpicomm.backend import mpi_cuda_aware
+    from mpicomm.core.backend import mpi_cuda_aware
 
     return mpi_cuda_aware()
 

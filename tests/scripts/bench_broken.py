@@ -7,7 +7,7 @@ the script name go to ``python -m mpicomm``.
 
 import sys
 
-from mpicomm.cli import main
+from mpicomm.cli.main import main
 from mpicomm.reducers import REDUCERS
 from mpicomm.reducers.native import NativeReducer
 

@@ -11,7 +11,7 @@ import sys
 
 from mpi_harness import report
 
-from mpicomm import train as T
+from mpicomm.train import loop as T
 
 outdir, runs = sys.argv[1], json.loads(sys.argv[2])
 base = T.TrainConfig(layers=(16, 32, 32, 4), steps=20, batch_size=8, train_samples=512,

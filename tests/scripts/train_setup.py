@@ -15,7 +15,7 @@ import os
 from mpi4py import MPI
 from mpi_harness import STRATEGY_CASES, report
 
-from mpicomm import train as T
+from mpicomm.train import loop as T
 
 made = []
 _make = T.make_reducer

@@ -5,7 +5,7 @@
 In ONE mpiexec job, for each strategy in turn: the same seed, data, model and
 flags go through ``train.run_training`` (the one loop). Then rank 0 prints one
 table (throughput, step time, compute/comm share, bytes per step, final loss)
-and a reading of who won and why in α-β-γ terms: ``costmodel.measure`` times
+and a reading of who won and why in α-β-γ terms: ``bench.measure`` times
 this job's links (ping-pong, ``np.add``) and ``costmodel.predict`` gives each
 strategy's expected comm time, printed beside the measured one.
 
@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm import costmodel, metrics
-from mpicomm import train as T
+from mpicomm import costmodel
+from mpicomm.bench.measure import measure as measure_model
+from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.reducers import strategies
-from mpicomm.topology import resolve_ranks_per_node
+from mpicomm.train import loop as T
+from mpicomm.train import metrics
 
 __all__ = ["add_arguments", "run", "reading", "DEFAULT_STRATEGIES"]
 
@@ -128,7 +130,7 @@ def _median_run(recs: list[dict], baseline: float | None) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Run every strategy in one job; rank 0 prints the table and reading, writes --json."""
-    from mpicomm.topology import Topology
+    from mpicomm.core.topology import Topology
 
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0
@@ -177,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = float(np.median(baselines)) if baselines else None
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
-    model = costmodel.measure(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
+    model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
         rec["predicted_comm_s"] = costmodel.predict(name, rec["ranks"], rec["grad_bytes"], model,

@@ -33,8 +33,8 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
-from mpicomm.bench_allreduce import AllreduceTest
-from mpicomm.options import HIERARCHICAL_VARIANTS
+from mpicomm.bench.allreduce import AllreduceTest
+from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import make_reducer, strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
@@ -371,8 +371,8 @@ def write_records(rows: list[dict], meta: dict, json_path: str | None,
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpicomm.info import environment
-    from mpicomm.options import ReducerOptions
+    from mpicomm.core.environment import environment
+    from mpicomm.core.options import ReducerOptions
 
     world = MPI.COMM_WORLD
     names = chosen_strategies(args)

@@ -100,7 +100,7 @@ def mpi_cuda_aware(override: bool | None = None) -> bool:
     global _cuda_aware_cache
     if override is not None:
         return bool(override)
-    from mpicomm.options import env_flag
+    from mpicomm.core.options import env_flag
 
     env = env_flag("MPICOMM_CUDA_AWARE")
     if env is not None:

@@ -17,17 +17,21 @@ import sys
 import time
 import traceback
 
-from mpicomm.errors import ConfigError
+from mpicomm.core.errors import ConfigError
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "info": ("mpicomm.info", "print MPI, topology and buffer-support facts"),
-    "bench": ("mpicomm.bench", "nccl-tests-style sweep: time, algbw, busbw, #wrong per size"),
-    "model": ("mpicomm.costmodel", "alpha-beta-gamma cost model: predicted vs measured time"),
-    "train": ("mpicomm.train", "train the MLP with one sync strategy; time and bytes per step"),
-    "compare": ("mpicomm.compare", "train under several strategies in one job; side-by-side table"),
+    "info": ("mpicomm.cli.info", "print MPI, topology and buffer-support facts"),
+    "bench": ("mpicomm.bench.harness",
+              "nccl-tests-style sweep: time, algbw, busbw, #wrong per size"),
+    "model": ("mpicomm.bench.model_cmd",
+              "alpha-beta-gamma cost model: predicted vs measured time"),
+    "train": ("mpicomm.train.loop",
+              "train the MLP with one sync strategy; time and bytes per step"),
+    "compare": ("mpicomm.train.compare",
+                "train under several strategies in one job; side-by-side table"),
 }
 
 

@@ -11,8 +11,8 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-from mpicomm.errors import ConfigError, ConfigTypeError
-from mpicomm.topology import resolve_ranks_per_node
+from mpicomm.core.errors import ConfigError, ConfigTypeError
+from mpicomm.core.topology import resolve_ranks_per_node
 
 __all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag"]
 

@@ -13,7 +13,7 @@ Top to bottom, in pipeline order (nanoGPT-style):
 7. summary  times and bytes over ranks, final loss/accuracy, table, ``--json``
 
 The loop never calls MPI: gradients meet in the reducer, and the few
-cross-rank sums of the summary go through ``mpicomm.metrics``.
+cross-rank sums of the summary go through ``mpicomm.train.metrics``.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm import metrics
-from mpicomm.backend import sync_device
-from mpicomm.data import DataError, Shard, load_npz, synthetic
-from mpicomm.errors import ConfigError  # an invalid training configuration (re-exported)
-from mpicomm.model import MLP, num_params, parse_layers
-from mpicomm.options import HIERARCHICAL_VARIANTS
+from mpicomm.core.backend import sync_device
+from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import make_reducer, strategies
+from mpicomm.train import metrics
+from mpicomm.train.data import DataError, Shard, load_npz, synthetic
+from mpicomm.train.model import MLP, num_params, parse_layers
 
 __all__ = [
     "TrainConfig", "ConfigError", "CheckpointError", "SetupError",
@@ -594,7 +594,7 @@ def _jsonable(value: Any) -> Any:
 def document(command: str, cfg: TrainConfig, records: list[dict], topology: dict,
              **extra: Any) -> dict:
     """Return the JSON document of a run: config, versions, topology, results."""
-    from mpicomm.info import environment
+    from mpicomm.core.environment import environment
 
     return {"command": command, "config": dataclasses.asdict(cfg), "environment": environment(),
             "topology": topology, "results": records, **extra}
@@ -602,7 +602,7 @@ def document(command: str, cfg: TrainConfig, records: list[dict], topology: dict
 
 def run(args: argparse.Namespace) -> int:
     """Run ``python -m mpicomm train`` on every rank; rank 0 prints and writes the JSON."""
-    from mpicomm.topology import Topology
+    from mpicomm.core.topology import Topology
 
     comm = metrics.world()
     try:

@@ -23,7 +23,7 @@ import os
 
 from mpi4py import MPI
 
-from mpicomm.errors import ConfigError, ConfigTypeError
+from mpicomm.core.errors import ConfigError, ConfigTypeError
 
 __all__ = ["Topology", "resolve_ranks_per_node"]
 

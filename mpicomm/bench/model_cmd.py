@@ -1,0 +1,88 @@
+"""``python -m mpicomm model``: the α-β-γ model's predictions held against measurement."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+
+from mpi4py import MPI
+
+from mpicomm.bench.measure import measure
+from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from mpicomm.bench.harness import add_arguments as bench_arguments
+
+    bench_arguments(p)
+    p.set_defaults(minbytes=4096, iters=20)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpicomm.bench import harness as bench
+    from mpicomm.core.environment import environment
+
+    world = MPI.COMM_WORLD
+    names = bench.chosen_strategies(args)
+    if names is None:
+        return 2
+    cfg = bench.BenchConfig(
+        sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
+        iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters, check=args.check,
+        dtype=args.datatype,
+        op=args.op, seed=args.seed)
+    options = bench.reducer_options(args)
+    # 1. parameters; 2. measurements; 3. the table, rank 0
+    params = measure(world, max(cfg.sizes), args.ranks_per_node)
+    p = world.Get_size()
+    if options["crossover_bytes"] is None:  # auto switches where this model says
+        options["crossover_bytes"] = auto_crossover(p, params)
+    rows = bench.run_bench(names, options, cfg, args.baseline)
+    if world.Get_rank() != 0:
+        return 0
+    for row in rows:
+        t = predict(row["strategy"], p, row["bytes"], params, options, options["crossover_bytes"])
+        row["predicted_us"] = None if t is None else t * 1e6
+        row["measured_over_predicted"] = None if not t else row["time_us"] / (t * 1e6)
+    print_model(params, rows, options["crossover_bytes"])
+    meta = {"command": "model", "argv": sys.argv, "environment": environment(),
+            "params": asdict(params), "options": options, "config": asdict(cfg),
+            "auto_crossover_bytes": options["crossover_bytes"], "world_ranks": p}
+    bench.write_records(rows, meta, args.json, args.csv)
+    return 0
+
+
+def _gbps(sizes, per_byte, every: int = 2) -> str:
+    pairs = [(m, b) for m, b in zip(sizes, per_byte, strict=True) if m >= 4096][::every]
+    return ", ".join(f"{human(m)} {1e-9 / b:.1f}" for m, b in pairs if b > 0)
+
+
+def human(m: int) -> str:
+    return f"{m >> 20}M" if m >= 1 << 20 else f"{m >> 10}K" if m >= 1024 else f"{m}B"
+
+
+def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
+    for kind in ("intra", "inter"):
+        link = getattr(params, kind)
+        fit = 1e-9 / link.beta_fit if link.beta_fit > 0 else float("inf")
+        print(f"# {kind}-node pair {link.pair}: alpha {link.alpha * 1e6:.2f} us (exchange "
+              f"{link.exchange_alpha() * 1e6:.2f} us); 1/beta ping-pong fit {fit:.1f} GB/s")
+        print(f"#   1/beta(m) ping-pong GB/s: {_gbps(link.sizes, link.beta)}")
+        if link.beta_x:
+            print(f"#   1/beta(m) exchange  GB/s: {_gbps(link.sizes, link.beta_x)}")
+    print(f"# 1/gamma(m) after exchange GB/s: {_gbps(params.gamma_sizes, params.gamma)}")
+    if params.gamma_local:
+        print(f"# 1/gamma(m) local np.add GB/s: {_gbps(params.gamma_sizes, params.gamma_local)}")
+    print(f"# nodes {params.num_nodes}, ranks per node {params.local_size}; "
+          f"auto crossover {crossover} B")
+    print(f"#{'size (B)':>11} {'strategy':>20} {'predicted':>10} {'measured':>10} "
+          f"{'meas/pred':>9} {'busbw':>7}")
+    print(f"#{'':>11} {'':>20} {'(us)':>10} {'(us)':>10} {'':>9} {'(GB/s)':>7}")
+    for row in sorted(rows, key=lambda r: (r["bytes"], r["strategy"])):
+        pred, ratio = row["predicted_us"], row["measured_over_predicted"]
+        print(f"{row['bytes']:>12} {row['strategy']:>20} "
+              f"{'-' if pred is None else f'{pred:.2f}':>10} {row['time_us']:>10.2f} "
+              f"{'-' if ratio is None else f'{ratio:.2f}':>9} {row['busbw_gbps']:>7.2f}")

@@ -1,0 +1,1 @@
+"""Gradient codecs (compression on the wire), wrapped around any reducer."""

@@ -1,0 +1,35 @@
+"""The α-β-γ cost model: pure formulas (``formulas``, no MPI) and a calibration (``calibrate``).
+
+``import mpicomm.costmodel`` does not start MPI: only ``calibrate`` imports mpi4py.MPI,
+and it is loaded on first use of one of its names.
+"""
+
+from mpicomm.costmodel.formulas import (
+    LinkModel,
+    ModelParams,
+    auto_crossover,
+    fit_alpha_beta,
+    hierarchical_time,
+    native_time,
+    predict,
+    ps_time,
+    rabenseifner_time,
+    recursive_doubling_time,
+    ring_time,
+)
+
+__all__ = [
+    "ring_time", "recursive_doubling_time", "rabenseifner_time", "native_time", "ps_time",
+    "hierarchical_time", "fit_alpha_beta", "LinkModel", "ModelParams", "predict",
+    "auto_crossover", "pingpong", "exchange", "measure_gamma", "quick_params",
+]
+
+_CALIBRATE = ("pingpong", "exchange", "measure_gamma", "quick_params")
+
+
+def __getattr__(name: str):
+    if name in _CALIBRATE:
+        from mpicomm.costmodel import calibrate
+
+        return getattr(calibrate, name)
+    raise AttributeError(f"module 'mpicomm.costmodel' has no attribute {name!r}")

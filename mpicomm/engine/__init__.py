@@ -1,0 +1,1 @@
+"""The sync engine: buckets over the flat gradient (fusion), overlap with backward, accumulation."""

@@ -1,0 +1,1 @@
+"""mpicomm from PyTorch (optional extra ``[torch]``): never imported by ``import mpicomm``."""
