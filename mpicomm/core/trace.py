@@ -1,0 +1,73 @@
+"""The timeline seam: one recorder per process, or none (tracing off costs one ``is None`` test).
+
+Every layer that wants to appear on the timeline asks ``active()`` and, when a
+recorder is set, hands it complete events (name, category, start, end, thread,
+arguments). The p2p layer records each message (peer, bytes); the sync engine
+records buckets and waits; the training loop records forward, backward per layer
+and the optimizer. Writing the events out (a Chrome-trace JSON that Perfetto and
+chrome://tracing open) is the application's business, not this module's.
+
+Times are ``time.perf_counter()`` seconds of this process; the writer aligns the
+ranks' clocks.
+
+    rec = Recorder()
+    set_active(rec)
+    ...
+    t0 = time.perf_counter(); work(); rec.complete("work", "compute", t0, time.perf_counter())
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Event", "Recorder", "active", "set_active"]
+
+
+@dataclass(slots=True)
+class Event:
+    """One complete event: ``name`` lasted from ``start`` to ``end`` (seconds) on ``thread``."""
+
+    name: str
+    cat: str
+    start: float
+    end: float
+    thread: str
+    args: dict[str, Any] | None = None
+
+
+@dataclass
+class Recorder:
+    """Collects events from every thread of this process (appends are atomic under the GIL).
+
+    Attributes:
+        events: the events recorded so far, in the order they ended.
+        enabled: False pauses recording (e.g. outside ``--trace-steps``) without
+            removing the recorder.
+    """
+
+    events: list[Event] = field(default_factory=list)
+    enabled: bool = True
+
+    def complete(self, name: str, cat: str, start: float, end: float,
+                 thread: str | None = None, **args: Any) -> None:
+        """Record one event; ``thread`` defaults to the calling thread's name."""
+        if self.enabled:
+            if thread is None:
+                thread = threading.current_thread().name
+            self.events.append(Event(name, cat, start, end, thread, args or None))
+
+
+_active: Recorder | None = None
+
+
+def active() -> Recorder | None:
+    """Return the recorder in use, or None when tracing is off."""
+    return _active
+
+
+def set_active(recorder: Recorder | None) -> None:
+    """Install ``recorder`` for this process (None turns tracing off)."""
+    global _active
+    _active = recorder
