@@ -3,7 +3,7 @@
     model = MLP([784, 256, 10], seed=0)          # Linear-ReLU-Linear, softmax cross-entropy
     loss = model.forward(x, y)                    # mean loss over the batch (0-d array)
     for i in model.backward():                    # last layer first; grads[model.spans[i]]
-        ...                                       # is final here (a later issue starts its comm)
+        ...                                       # is final here (the engine starts its comm)
     model.params -= lr * model.grads              # ONE flat buffer each
 
 Every parameter lives in one flat contiguous buffer ``params`` and every
@@ -29,26 +29,31 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MLP", "Linear", "ReLU", "SoftmaxCrossEntropy", "parse_layers", "num_params"]
+__all__ = ["MLP", "Linear", "ReLU", "SoftmaxCrossEntropy", "parse_layers", "num_params",
+           "layer_tensors"]
 
 
 def parse_layers(text: str | Sequence[int]) -> tuple[int, ...]:
     """Parse ``"784,256,10"`` (or a sequence) into layer widths; raise ValueError if invalid.
 
-    The first width is the input features, the last the number of classes; at
-    least two widths, all positive integers, at least 2 classes.
+    ``WxN`` repeats a width: ``"256,64x48,10"`` is 256, then 48 hidden layers of 64,
+    then 10. The first width is the input features, the last the number of classes;
+    at least two widths, all positive integers, at least 2 classes.
     """
     if isinstance(text, str):
-        parts = [p.strip() for p in text.split(",")]
         widths = []
-        for p in parts:
+        for p in (p.strip() for p in text.split(",")):
+            width, _, count = p.partition("x")
             try:
-                widths.append(int(p))
+                widths += [int(width)] * (int(count) if count else 1)
             except ValueError:
                 raise ValueError(
-                    f"--layers {text!r}: {p!r} is not an integer; "
-                    "expected comma-separated widths like 128,256,10"
+                    f"--layers {text!r}: {p!r} is not an integer or WIDTHxCOUNT; "
+                    "expected comma-separated widths like 128,256,10 or 256,64x48,10"
                 ) from None
+            if count and int(count) < 1:
+                raise ValueError(f"--layers {text!r}: {p!r} repeats a width {count} times; "
+                                 "the count must be >= 1")
     else:
         widths = [int(w) for w in text]
     if len(widths) < 2:
@@ -66,6 +71,16 @@ def parse_layers(text: str | Sequence[int]) -> tuple[int, ...]:
 def num_params(layers: Sequence[int]) -> int:
     """Return the parameter count of an MLP with these widths (weights + biases)."""
     return sum(i * o + o for i, o in zip(layers[:-1], layers[1:], strict=True))
+
+
+def layer_tensors(layers: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Return ``(layer, lo, hi)`` of every weight and bias in the flat buffer, in buffer order."""
+    out, lo = [], 0
+    for i, (fan_in, fan_out) in enumerate(zip(layers[:-1], layers[1:], strict=True)):
+        mid = lo + fan_in * fan_out
+        out += [(i, lo, mid), (i, mid, mid + fan_out)]
+        lo = mid + fan_out
+    return out
 
 
 # ----------------------------------------------------------------------------- ops
@@ -180,6 +195,8 @@ class MLP:
     Attributes:
         params, grads: flat contiguous buffers of ``num_params`` elements.
         spans: ``spans[i] = slice(lo, hi)`` of layer i (its W then b) in both buffers.
+        tensors: ``(layer, lo, hi)`` of every weight and every bias, in buffer order
+            (what the sync engine groups into buckets).
         linears: the ``Linear`` layers, whose W/b/dW/db are views into the buffers.
     """
 
@@ -196,6 +213,7 @@ class MLP:
         self.grads = xp.zeros(self.num_params, dtype=self.dtype)
         self.linears: list[Linear] = []
         self.spans: list[slice] = []
+        self.tensors = layer_tensors(self.layers)
         lo = 0
         for fan_in, fan_out in zip(self.layers[:-1], self.layers[1:], strict=True):
             mid, hi = lo + fan_in * fan_out, lo + fan_in * fan_out + fan_out

@@ -1,0 +1,74 @@
+"""Training checkpoints: written atomically by worker 0, checked against the run on resume."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from mpicomm.train.config import TrainConfig
+from mpicomm.train.model import num_params
+
+__all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "save_checkpoint", "load_checkpoint"]
+
+CHECKPOINT_FORMAT = "mpicomm-train-checkpoint-v1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or does not match this run."""
+
+
+def save_checkpoint(path: str, **arrays: Any) -> None:
+    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:  # a file object, so np.savez does not append ".npz"
+        np.savez(f, format=CHECKPOINT_FORMAT, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str) -> dict:
+    """Read a checkpoint and check it belongs to this run (model, dtype, seed, data, batch)."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"--resume: checkpoint {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            ck = {k: f[k] for k in f.files}
+    except Exception as exc:  # noqa: BLE001 - truncated, not a zip, pickled objects...
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or not an mpicomm checkpoint "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    need = ("format", "layers", "dtype", "seed", "global_batch", "data_source", "step",
+            "epoch", "cursor", "params", "momentum")
+    missing = [k for k in need if k not in ck]
+    if missing or str(ck["format"]) != CHECKPOINT_FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} is not an mpicomm training checkpoint "
+            f"(missing {', '.join(missing) or 'nothing'}; format {ck.get('format')!s})"
+        )
+    layers = tuple(int(w) for w in ck["layers"])
+    want = ",".join(map(str, cfg.layers))
+    if layers != cfg.layers:
+        raise CheckpointError(
+            f"checkpoint {path} holds a model with --layers {','.join(map(str, layers))} "
+            f"({num_params(layers)} params); this run has --layers {want} "
+            f"({num_params(cfg.layers)} params)"
+        )
+    n = num_params(layers)
+    if ck["params"].shape != (n,) or ck["momentum"].shape != (n,):
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: params {ck['params'].shape}, momentum "
+            f"{ck['momentum'].shape}, expected ({n},) for --layers {want}"
+        )
+    for key, mine in (("dtype", cfg.dtype), ("seed", cfg.seed), ("global_batch", global_batch),
+                      ("data_source", data_source)):
+        theirs = ck[key].item()
+        if theirs != mine:
+            raise CheckpointError(
+                f"checkpoint {path} was made with {key} {theirs!r}, this run has {mine!r}; "
+                "resume with the same settings"
+            )
+    return ck
