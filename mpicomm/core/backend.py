@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.core.codes import DTYPE_CODES  # noqa: F401 - re-exported (the table lives in codes)
+
 __all__ = [
     "SUPPORTED_DTYPES",
     "array_module",
@@ -33,7 +35,6 @@ __all__ = [
 ]
 
 SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.float64): 2}
 
 
 def is_device_array(buf: Any) -> bool:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from mpicomm.core.errors import ConfigError, ConfigTypeError
+from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 
 __all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag"]
@@ -58,6 +59,11 @@ class ReducerOptions:
             else asks MPI (``MPIX_Query_cuda_support``).
         crossover_bytes: auto: message size from which the bandwidth-optimal
             algorithm is used; None derives it from the cost model.
+        inter_link: emulate the links between nodes (``Topology``'s nodes, real
+            or ``ranks_per_node``): ``"20us,1GB/s"`` (see ``mpicomm.core.links``);
+            None takes ``MPICOMM_INTER_LINK`` if set, else no emulation. Stored
+            parsed, as a ``LinkSpec``. ``native`` cannot be emulated.
+        intra_link: the same for links inside a node (``MPICOMM_INTRA_LINK``).
     """
 
     ranks_per_node: int | None = None
@@ -67,6 +73,8 @@ class ReducerOptions:
     validate: bool | None = None
     cuda_aware: bool | None = None
     crossover_bytes: int | None = None
+    inter_link: str | LinkSpec | None = None
+    intra_link: str | LinkSpec | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
@@ -89,6 +97,14 @@ class ReducerOptions:
         c = self.crossover_bytes
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
             raise ConfigError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")
+        for name in ("inter_link", "intra_link"):
+            spec = link_from_env(getattr(self, name), name, f"MPICOMM_{name.upper()}")
+            object.__setattr__(self, name, spec)
+
+    @property
+    def emulated(self) -> bool:
+        """True when some link class is emulated."""
+        return self.inter_link is not None or self.intra_link is not None
 
     @classmethod
     def from_kwargs(cls, who: str, **kwargs) -> ReducerOptions:

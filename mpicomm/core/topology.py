@@ -25,7 +25,7 @@ from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError, ConfigTypeError
 
-__all__ = ["Topology", "resolve_ranks_per_node"]
+__all__ = ["Topology", "resolve_ranks_per_node", "node_map"]
 
 
 def resolve_ranks_per_node(ranks_per_node: int | None) -> int | None:
@@ -49,6 +49,29 @@ def resolve_ranks_per_node(ranks_per_node: int | None) -> int | None:
     return ranks_per_node
 
 
+def node_map(comm: MPI.Comm, ranks_per_node: int | None = None) -> list[int]:
+    """Return the node of every rank of ``comm`` (numbered by lowest rank, as ``Topology``).
+
+    Simulated nodes (``ranks_per_node`` given, or ``MPICOMM_RANKS_PER_NODE``) need
+    no message: rank r is on node r // k. Real nodes: one shared-memory split and
+    one small Allgather (collective over ``comm``).
+    """
+    ranks_per_node = resolve_ranks_per_node(ranks_per_node)
+    size = comm.Get_size()
+    if ranks_per_node is not None:
+        return [r // ranks_per_node for r in range(size)]
+    import numpy as np
+
+    intra = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    leader = np.array([comm.Get_rank()], dtype=np.int64)
+    intra.Bcast(leader, root=0)
+    intra.Free()
+    every = np.empty(size, dtype=np.int64)
+    comm.Allgather(leader, every)
+    number = {int(r): i for i, r in enumerate(sorted(set(every.tolist())))}
+    return [number[int(r)] for r in every]
+
+
 class Topology:
     """Node layout of a communicator.
 
@@ -63,6 +86,7 @@ class Topology:
         local_rank, local_size: position and size within the node.
         is_leader: ``local_rank == 0``.
         node_sizes: ranks on each node, indexed by node_id.
+        node_of: the node_id of every rank of ``comm``.
         nodes: for each node, its ranks in ``comm`` ordered by local rank.
         leader_ranks: each node's leader (its lowest rank), indexed by node_id.
         simulated: True when ``ranks_per_node`` was given.
@@ -104,6 +128,7 @@ class Topology:
             self.nodes[node_of[int(every[r, 0])]].append(int(r))
         self.node_sizes = [len(m) for m in self.nodes]
         self.node_id = node_of[int(leader[0])]
+        self.node_of = [node_of[int(x)] for x in every[:, 0]]  # the node of every rank
 
         # 3. Leaders among themselves; peers with the same local rank across nodes.
         color = 0 if self.is_leader else MPI.UNDEFINED

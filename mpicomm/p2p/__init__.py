@@ -1,1 +1,32 @@
-"""The point-to-point layer: every message of a hand-written strategy passes through here."""
+"""The point-to-point layer every hand-written strategy sends through.
+
+``make_transport(comm, node_of, counts, inter_link, intra_link)`` returns a
+``Transport`` (real links) or an ``EmulatedTransport`` (some link class
+emulated for some peer of this rank). See ``transport`` and ``emulated``.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from mpicomm.core.links import LinkSpec
+from mpicomm.p2p.emulated import EmulatedTransport
+from mpicomm.p2p.transport import Traffic, Transport
+
+__all__ = ["Transport", "EmulatedTransport", "Traffic", "make_transport"]
+
+
+def make_transport(comm: MPI.Comm, node_of: list[int], counts: Traffic | None = None,
+                   inter_link: LinkSpec | None = None,
+                   intra_link: LinkSpec | None = None) -> Transport:
+    """The transport for this rank: emulated when one of its peers sits on an emulated class.
+
+    The choice is symmetric (rank a is remote to b exactly when b is to a), so a
+    sender adds headers exactly when its receiver expects them. Local: no message.
+    """
+    me = node_of[comm.Get_rank()]
+    has_inter = any(n != me for n in node_of)
+    has_intra = sum(n == me for n in node_of) > 1
+    if (inter_link is not None and has_inter) or (intra_link is not None and has_intra):
+        return EmulatedTransport(comm, node_of, counts, inter_link, intra_link)
+    return Transport(comm, node_of, counts)

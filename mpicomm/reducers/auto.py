@@ -6,11 +6,14 @@
    gives α, β and γ(m), and the crossover is the smallest size from which the
    ring's predicted time beats recursive doubling's. Rank 0's value is
    broadcast, so every rank switches at the same size (a split decision would
-   deadlock). 128 KiB on 2 ranks here.
+   deadlock). 128 KiB on 2 ranks here. The calibration measures the real links
+   (it talks to MPI directly); with emulated links set the crossover yourself
+   (``crossover_bytes``) when it matters.
 2. Per call: buffers of fewer than ``crossover`` bytes go to recursive doubling,
-   the others to the ring. The two inner reducers run on private duplicates of
-   this reducer's communicator; their ``_allreduce`` is called directly, since
-   this reducer's ``allreduce`` has already checked the buffer.
+   the others to the ring. The two inner reducers share this reducer's
+   transport (so its communicator, emulated links and ``stats``); they are
+   called through their public ``allreduce_flat``, since this reducer's
+   ``allreduce`` has already checked the buffer.
 
 Cost: min over the two, by the model's own prediction at each size,
 
@@ -36,10 +39,10 @@ class AutoReducer(Reducer):
 
     name = "auto"
 
-    def __init__(self, comm, options) -> None:
-        super().__init__(comm, options)
-        self.small = RecursiveDoublingReducer(self.comm, options)
-        self.large = RingReducer(self.comm, options)
+    def __init__(self, comm, options, **kw) -> None:
+        super().__init__(comm, options, **kw)
+        self.small = RecursiveDoublingReducer(None, options, transport=self.p2p)
+        self.large = RingReducer(None, options, transport=self.p2p)
         crossover = options.crossover_bytes
         if crossover is None:
             from mpicomm.costmodel.calibrate import quick_params
@@ -57,9 +60,8 @@ class AutoReducer(Reducer):
 
     def _allreduce(self, flat, scale):
         impl = self.small if flat.nbytes < self.crossover else self.large
-        return impl._allreduce(flat, scale)
+        impl.allreduce_flat(flat, scale)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.small.close()
         self.large.close()
-        super().close()

@@ -2,11 +2,13 @@
 
 A strategy subclasses ``Reducer`` and implements one method::
 
-    def _allreduce(self, flat, scale) -> tuple[int, int]
+    def _allreduce(self, flat, scale) -> None
 
-which sums the 1-D array ``flat`` in place across ``self.comm``, multiplies the
-result by ``scale`` when it is not None (op="mean"), and returns the payload
-bytes (sent, received) by this rank. ``Reducer.allreduce`` does the rest:
+which sums the 1-D array ``flat`` in place across the reducer's ranks,
+multiplying the result by ``scale`` when it is not None (op="mean"). It sends
+every message through ``self.p2p`` (a ``mpicomm.p2p.Transport`` over the private
+communicator and the node map), which counts the bytes into ``self.stats`` and
+applies emulated links. ``Reducer.allreduce`` does the rest:
 
 1. check the buffer (array type, dtype, contiguity) — before any message;
 2. on every call (``validate=True``, the default) — or only on the reducer's
@@ -16,7 +18,13 @@ bytes (sent, received) by this rank. ``Reducer.allreduce`` does the rest:
    has seen, so every rank takes the same decision and the check cannot hang;
 3. CuPy buffers: synchronise the stream and pass device memory (CUDA-aware MPI)
    or stage through a reused pinned host buffer;
-4. time the call and count bytes into ``self.stats``.
+4. time the call into ``self.stats`` (the transport has counted the bytes).
+
+Lifecycle: a reducer is a context manager (``with make_reducer(...) as r:``);
+``close()`` releases it, a second ``close()`` does nothing, and a call after
+``close()`` raises ``RuntimeError("<name>: this reducer is closed")``.
+``allreduce_flat`` runs the algorithm alone on a checked buffer (how ``auto``
+composes its two algorithms).
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.backend import (
-    DTYPE_CODES,
     HostStage,
     check_buffer,
     flat_view,
@@ -36,14 +43,13 @@ from mpicomm.core.backend import (
     mpi_cuda_aware,
     sync_device,
 )
+from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
 from mpicomm.core.options import ReducerOptions
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import Transport, make_transport
 from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
-
-OPS = {"sum": 1, "mean": 2}
-_OP_NAMES = {v: k for k, v in OPS.items()}
-_DTYPE_NAMES = {v: str(k) for k, v in DTYPE_CODES.items()}
 
 
 class MismatchError(ValueError):
@@ -61,7 +67,8 @@ class Reducer:
     Attributes:
         name: strategy name.
         comm: the reducer's private communicator.
-        stats: ``ReduceStats`` of this rank.
+        p2p: the ``Transport`` every message of the strategy goes through.
+        stats: ``ReduceStats`` of this rank (bytes counted by ``p2p``).
         is_worker: False on a dedicated parameter-server rank, which calls
             ``serve()`` instead of ``allreduce``.
         worker_rank, num_workers: this rank among the workers, and their count
@@ -70,13 +77,28 @@ class Reducer:
 
     name = "base"
 
-    def __init__(self, comm: MPI.Comm | None, options: ReducerOptions) -> None:
-        base = MPI.COMM_WORLD if comm is None else comm
+    can_emulate = True  # hand-written strategies send through the transport
+
+    def __init__(self, comm: MPI.Comm | None, options: ReducerOptions, *,
+                 transport: Transport | None = None) -> None:
+        """``transport``: share another reducer's transport, communicator and stats
+        (``auto`` builds its two algorithms so); the owner closes them."""
         self.options = options
-        self.comm = base.Dup()
+        self._closed = False
+        self._owns_comm = transport is None
+        if transport is None:
+            base = MPI.COMM_WORLD if comm is None else comm
+            self.comm = base.Dup()
+            self.stats = ReduceStats()
+            nodes = node_map(self.comm, options.ranks_per_node)
+            links = (options.inter_link, options.intra_link) if self.can_emulate else (None, None)
+            transport = make_transport(self.comm, nodes, self.stats, *links)
+        else:
+            self.comm = transport.comm
+            self.stats = transport.counts
+        self.p2p = transport
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self.stats = ReduceStats()
         self.is_worker = True
         self.worker_rank: int | None = self.rank
         self.num_workers = self.size
@@ -99,6 +121,8 @@ class Reducer:
             ``buf``, now holding the reduction.
         """
         t0 = time.perf_counter()
+        if self._closed:
+            raise RuntimeError(f"{self.name}: this reducer is closed")
         if not self.is_worker:
             raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
         # fast path: a writable, C-contiguous float NumPy array (the training loop's case)
@@ -119,44 +143,78 @@ class Reducer:
         if self.options.validate or not self._checked_once:
             self._check_agreement(key)
             self._checked_once = True
-        scale = None if opcode == 1 or self.num_workers == 1 else 1.0 / self.num_workers
+        scale = None if opcode == OP_SUM or self.num_workers == 1 else 1.0 / self.num_workers
         if on_host:
-            sent, recv = self._allreduce(flat, scale)
+            self._allreduce(flat, scale)
         else:
-            sent, recv = self._allreduce_device(flat, scale)
-        self.stats.add(sent, recv, time.perf_counter() - t0)
+            self._allreduce_device(flat, scale)
+        self.stats.add(time.perf_counter() - t0)
         return buf
+
+    def allreduce_flat(self, flat: Any, scale: float | None = None) -> None:
+        """Run the algorithm alone on ``flat``: a checked, 1-D, writable host (or CUDA-aware
+        device) buffer that every rank passes with the same length and dtype.
+
+        No checks, no call counting: for a reducer composing others (``auto``),
+        whose own ``allreduce`` has checked the buffer. ``scale`` multiplies the sum.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self.name}: this reducer is closed")
+        self._allreduce(flat, scale)
 
     def serve(self) -> None:
         """Serve workers until they all close (dedicated parameter servers only)."""
         raise RuntimeError(f"{self.name}: serve() is only for dedicated parameter servers")
 
     def close(self) -> None:
-        """Release the private communicator (and tell servers this worker is done)."""
-        if self.comm != MPI.COMM_NULL:
+        """Release the reducer (tell servers this worker is done, free the communicator).
+
+        Collective, like creation. A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._release()
+        if self._owns_comm and self.comm != MPI.COMM_NULL:
             self.comm.Free()
+
+    def __enter__(self) -> Reducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def describe(self) -> dict:
         """Return a JSON-able description of this reducer."""
-        return {"strategy": self.name, "ranks": self.size, "num_workers": self.num_workers}
+        d = {"strategy": self.name, "ranks": self.size, "num_workers": self.num_workers,
+             "emulated": self.p2p.emulated}
+        if self.p2p.emulated:
+            d.update({k: v for k, v in self.p2p.describe().items() if k.endswith("_link")})
+        return d
 
     # ----------------------------------------------------------- subclasses
-    def _allreduce(self, flat: Any, scale: float | None) -> tuple[int, int]:
+    def _allreduce(self, flat: Any, scale: float | None) -> None:
         raise NotImplementedError
 
+    def _release(self) -> None:
+        """Free what the strategy holds besides the communicator (override; called once)."""
+
     # -------------------------------------------------------------- helpers
-    def _allreduce_device(self, flat: Any, scale: float | None) -> tuple[int, int]:
+    def _allreduce_device(self, flat: Any, scale: float | None) -> None:
         if self._cuda_aware is None:
             self._cuda_aware = mpi_cuda_aware(self.options.cuda_aware)
         if self._cuda_aware:
             sync_device(flat)
-            return self._allreduce(flat, scale)
+            self._allreduce(flat, scale)
+            return
         if self._stage is None:
             self._stage = HostStage()
         host = self._stage.to_host(flat)
-        sent, recv = self._allreduce(host, scale)
+        self._allreduce(host, scale)
         self._stage.to_device(host, flat)
-        return sent, recv
 
     def _check_agreement(self, key: tuple[int, int, int]) -> None:
         """Raise ``MismatchError`` on every rank unless all ranks passed ``key``."""
@@ -180,13 +238,13 @@ class Reducer:
             what.append(f"rank {me} has {mine[0]} elements, rank {other} has {theirs[0]}")
         if mine[1] != theirs[1]:
             what.append(
-                f"rank {me} has dtype {_DTYPE_NAMES[mine[1]]}, "
-                f"rank {other} has {_DTYPE_NAMES[theirs[1]]}"
+                f"rank {me} has dtype {DTYPE_NAMES[mine[1]]}, "
+                f"rank {other} has {DTYPE_NAMES[theirs[1]]}"
             )
         if mine[2] != theirs[2]:
             what.append(
-                f"rank {me} has op {_OP_NAMES[mine[2]]!r}, "
-                f"rank {other} has {_OP_NAMES[theirs[2]]!r}"
+                f"rank {me} has op {OP_NAMES[mine[2]]!r}, "
+                f"rank {other} has {OP_NAMES[theirs[2]]!r}"
             )
         detail = "; ".join(what) if what else "another pair of ranks differs"
         summary = ", ".join(f"r{r}:{int(k[0])}" for r, k in enumerate(keys))

@@ -37,9 +37,14 @@ variant="leader" (the classic form, as in Horovod's hierarchical allreduce):
 
    Simpler, but only one rank per node drives the network, with all n bytes.
 
-Bytes counted: point-to-point payloads exactly; the leader variant's MPI
-Reduce/Bcast as a flat one (each non-leader sends, then receives, n bytes; the
-leader receives, then sends, (L-1)·n), since MPI does not report its tree.
+Bytes counted (by the transport): point-to-point payloads exactly; the leader
+variant's MPI Reduce/Bcast as a flat one (each non-leader sends, then receives,
+n bytes; the leader receives, then sends, (L-1)·n), since MPI does not report
+its tree — all intra-node. Emulated links: every point-to-point message is
+emulated; the leader variant's in-node Reduce/Bcast are MPI collectives and are
+not (``describe()`` says ``intra_emulated: false`` when an intra link is set).
+With an emulated inter link, α_inter = its latency and β_inter = 1/bandwidth
+(or the real link's, when slower).
 """
 
 from __future__ import annotations
@@ -54,7 +59,6 @@ from mpicomm.reducers.ring import (
     chunk_bounds,
     piece_scratch,
     ring_allgather,
-    ring_recv_bytes,
     ring_reduce_scatter,
 )
 
@@ -64,20 +68,17 @@ _TAG_INTRA_RS, _TAG_INTRA_AG, _TAG_INTER = 11, 12, 100
 
 
 class _Plan:
-    """Boundaries, scratch view and received bytes for one (length, dtype, array type)."""
+    """Boundaries and scratch view for one (length, dtype, array type)."""
 
     def __init__(self, flat, topo: Topology, variant: str, store: dict) -> None:
         n, item = flat.size, flat.itemsize
         L = max(topo.node_sizes)
         Lj = topo.local_size
         largest = 1
-        self.recv = 0  # point-to-point bytes this rank receives per call
         if variant == "leader":
             self.node_bounds = None
             self.ring_bounds = chunk_bounds(n, topo.num_nodes)
             largest = max(largest, max(np.diff(self.ring_bounds), default=1))
-            if topo.is_leader:
-                self.recv = ring_recv_bytes(self.ring_bounds, topo.node_id, item)
         else:
             # virtual segments, and the contiguous run of them each local rank owns
             self.vbounds = chunk_bounds(n, L)
@@ -85,7 +86,6 @@ class _Plan:
             runs = owner_runs[topo.node_id]
             self.node_bounds = [self.vbounds[runs[i]] for i in range(Lj + 1)]
             largest = max(largest, max(np.diff(self.node_bounds), default=1))
-            self.recv = ring_recv_bytes(self.node_bounds, topo.local_rank, item)
             # inter-node rings: one per virtual segment this rank owns
             self.rings = []
             first, last = runs[topo.local_rank], runs[topo.local_rank + 1]
@@ -99,7 +99,6 @@ class _Plan:
                 sub = chunk_bounds(hi - lo, len(members))
                 self.rings.append((v, lo, hi, members, sub))
                 largest = max(largest, max(np.diff(sub), default=1))
-                self.recv += ring_recv_bytes(sub, topo.node_id, item)
         # the ring functions move at most one PIECE_BYTES piece into scratch at a time
         piece = max(PIECE_BYTES // item, 1)
         self.scratch = piece_scratch(store, flat, min(int(largest), piece))
@@ -110,8 +109,8 @@ class HierarchicalReducer(Reducer):
 
     name = "hierarchical"
 
-    def __init__(self, comm, options) -> None:
-        super().__init__(comm, options)
+    def __init__(self, comm, options, **kw) -> None:
+        super().__init__(comm, options, **kw)
         self.topology = Topology(self.comm, ranks_per_node=options.ranks_per_node)
         self.variant = options.variant
         self._plans: dict[tuple, _Plan] = {}
@@ -120,11 +119,12 @@ class HierarchicalReducer(Reducer):
     def describe(self) -> dict:
         d = super().describe()
         d.update(variant=self.variant, topology=self.topology.describe())
+        if self.variant == "leader" and self.options.intra_link is not None:
+            d["intra_emulated"] = False  # the in-node Reduce/Bcast are MPI's
         return d
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.topology.free()
-        super().close()
 
     def _plan(self, flat) -> _Plan:
         key = (flat.size, flat.dtype.char, type(flat))
@@ -139,21 +139,19 @@ class HierarchicalReducer(Reducer):
             return self._leader(flat, scale, plan)
         return self._two_d(flat, scale, plan)
 
-    def _two_d(self, flat, scale, plan: _Plan) -> tuple[int, int]:
-        topo, comm = self.topology, self.comm
+    def _two_d(self, flat, scale, plan: _Plan) -> None:
+        topo, p2p = self.topology, self.p2p
         node = topo.nodes[topo.node_id]
         l = topo.local_rank  # noqa: E741 - the textbook's name
         # 1. intra-node reduce-scatter: local rank l holds the node sum of segment l
-        sent = ring_reduce_scatter(
-            comm, node, l, flat, plan.node_bounds, plan.scratch, tag=_TAG_INTRA_RS
-        )
+        ring_reduce_scatter(p2p, node, l, flat, plan.node_bounds, plan.scratch, tag=_TAG_INTRA_RS)
         # 2. inter-node ring allreduce of each owned virtual segment
         for v, lo, hi, members, sub in plan.rings:
             seg = flat[lo:hi]
             j = topo.node_id
             tag = _TAG_INTER + v
-            sent += ring_reduce_scatter(comm, members, j, seg, sub, plan.scratch, tag=tag)
-            sent += ring_allgather(comm, members, j, seg, sub, tag=tag)
+            ring_reduce_scatter(p2p, members, j, seg, sub, plan.scratch, tag=tag)
+            ring_allgather(p2p, members, j, seg, sub, tag=tag)
         # 3. mean: scale the owned segment once
         if scale is not None:
             own = flat[plan.node_bounds[l] : plan.node_bounds[l + 1]]
@@ -161,42 +159,36 @@ class HierarchicalReducer(Reducer):
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
         # 4. intra-node allgather
-        sent += ring_allgather(comm, node, l, flat, plan.node_bounds, tag=_TAG_INTRA_AG)
-        return sent, plan.recv
+        ring_allgather(p2p, node, l, flat, plan.node_bounds, tag=_TAG_INTRA_AG)
 
-    def _leader(self, flat, scale, plan: _Plan) -> tuple[int, int]:
+    def _leader(self, flat, scale, plan: _Plan) -> None:
         from mpi4py import MPI
 
-        topo = self.topology
-        sent = recv = 0
+        topo, p2p = self.topology, self.p2p
         nbytes = flat.nbytes
         others = (topo.local_size - 1) * nbytes  # counted as a flat reduce / bcast
         # 1. reduce to the node leader
         if topo.local_size > 1:
             if topo.is_leader:
                 topo.intra.Reduce(MPI.IN_PLACE, flat, MPI.SUM, root=0)
-                recv += others
+                p2p.account(0, others)
             else:
                 topo.intra.Reduce(flat, None, MPI.SUM, root=0)
-                sent += nbytes
+                p2p.account(nbytes, 0)
         # 2. ring among the leaders; each leader scales its own segment once
         if topo.is_leader:
             ring, j, bounds = topo.leader_ranks, topo.node_id, plan.ring_bounds
-            s = ring_reduce_scatter(
-                self.comm, ring, j, flat, bounds, plan.scratch, tag=_TAG_INTRA_RS
-            )
+            ring_reduce_scatter(p2p, ring, j, flat, bounds, plan.scratch, tag=_TAG_INTRA_RS)
             if scale is not None:
                 own = flat[bounds[j] : bounds[j + 1]]
                 own *= scale
                 if not isinstance(flat, np.ndarray):
                     sync_device(own)
-            s += ring_allgather(self.comm, ring, j, flat, bounds, tag=_TAG_INTRA_AG)
-            sent, recv = sent + s, recv + plan.recv
+            ring_allgather(p2p, ring, j, flat, bounds, tag=_TAG_INTRA_AG)
         # 3. broadcast within the node
         if topo.local_size > 1:
             topo.intra.Bcast(flat, root=0)
             if topo.is_leader:
-                sent += others
+                p2p.account(others, 0)
             else:
-                recv += nbytes
-        return sent, recv
+                p2p.account(0, nbytes)

@@ -9,7 +9,12 @@ two buffers on MPICH 5.0.2 here).
 Cost: whatever MPI picks; at best the bandwidth-optimal
 2(p-1)α·(or lg p·α) + 2·(p-1)/p·nβ + (p-1)/p·nγ.
 Bytes counted in ``stats``: that lower bound, 2(p-1)/p·n each way, since MPI
-does not report what it actually moved.
+does not report what it actually moved; the inter-node part as a ring's (to the
+right neighbour, from the left).
+
+Emulated links: impossible — MPI's collective never passes through the
+transport. ``describe()`` says ``emulated: false`` even when ``inter_link`` is
+set, so a table can mark it instead of comparing it silently with emulated runs.
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ class NativeReducer(Reducer):
     """In-place ``MPI_Allreduce``."""
 
     name = "native"
+    can_emulate = False
+
+    def __init__(self, comm, options, **kw) -> None:
+        super().__init__(comm, options, **kw)
+        p2p, p, me = self.p2p, self.size, self.rank
+        self._inter = (p2p.remote[(me + 1) % p], p2p.remote[(me - 1) % p])
 
     def _allreduce(self, flat, scale):
         p = self.size
@@ -30,4 +41,11 @@ class NativeReducer(Reducer):
         if scale is not None:
             flat *= scale
         nbytes = (2 * (p - 1) * flat.nbytes) // p
-        return nbytes, nbytes
+        right, left = self._inter
+        self.p2p.account(nbytes, nbytes, nbytes if right else 0, nbytes if left else 0)
+
+    def describe(self) -> dict:
+        d = super().describe()
+        if self.options.emulated:
+            d["emulation_ignored"] = "native is MPI's own collective: links are not emulated"
+        return d

@@ -43,16 +43,16 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core.backend import DTYPE_CODES, array_module, sync_device
+from mpicomm.core.backend import array_module, sync_device
+from mpicomm.core.codes import CODE_DTYPES, DTYPE_CODES, DTYPE_NAMES, OP_MEAN, OP_NAMES, OP_SUM
 from mpicomm.core.errors import ConfigError
-from mpicomm.reducers.base import OPS, MismatchError, Reducer
+from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
 
 __all__ = ["ParameterServerReducer"]
 
 _TAG_HEADER, _TAG_PUSH, _TAG_PULL = 21, 22, 23
 _CMD_REDUCE, _CMD_CLOSE = 1, 2
-_DTYPES = {code: dt for dt, code in DTYPE_CODES.items()}
 
 
 class _Plan:
@@ -93,7 +93,7 @@ class ParameterServerReducer(Reducer):
 
     name = "ps"
 
-    def __init__(self, comm, options) -> None:
+    def __init__(self, comm, options, **kw) -> None:
         # placement is checked before super() duplicates the communicator: no message yet
         p = (MPI.COMM_WORLD if comm is None else comm).Get_size()
         S = options.servers
@@ -103,7 +103,7 @@ class ParameterServerReducer(Reducer):
             )
         if not options.dedicated and S > p:
             raise ConfigError(f"ps: servers={S} exceeds the {p} ranks (colocated servers)")
-        super().__init__(comm, options)
+        super().__init__(comm, options, **kw)
         self.dedicated = options.dedicated
         if self.dedicated:
             self.servers = list(range(p - S, p))
@@ -124,7 +124,6 @@ class ParameterServerReducer(Reducer):
         self._rows: dict = {}  # array module -> colocated receive rows, senders x one piece
         self._others = [w for w in self.workers if w != self.rank]  # peers of a server
         self._header = np.zeros(4, dtype=np.int64)
-        self._closed = False
 
     def describe(self) -> dict:
         d = super().describe()
@@ -146,11 +145,10 @@ class ParameterServerReducer(Reducer):
     def _allreduce(self, flat, scale):
         if self.dedicated:
             return self._worker_call(flat, scale)
-        comm, me = self.comm, self.rank
+        p2p, me = self.p2p, self.rank
         plan = self._plan(flat.size, flat.dtype, array_module(flat))
         b = plan.bounds
         others = self._others
-        sent = recv = 0
         lo_me = b[self.shard] if self.shard is not None else 0
         hi_me = b[self.shard + 1] if self.shard is not None else 0
         # 1-3. push and sum piece by piece (the count comes from the largest range, so
@@ -161,15 +159,13 @@ class ParameterServerReducer(Reducer):
             if self.shard is not None:  # server: receive this piece from every other worker
                 m = max(min(hi_me - lo_me - off, piece), 0)
                 for i, w in enumerate(others):
-                    reqs.append(comm.Irecv(plan.rows[i, :m], source=w, tag=_TAG_PUSH))
-                    recv += m * flat.itemsize
+                    reqs.append(p2p.irecv(plan.rows[i, :m], w, _TAG_PUSH))
             for s, server in enumerate(self.servers):  # worker: push this piece of range s
                 if server != me:
                     lo = min(b[s] + off, b[s + 1])
                     part = flat[lo : min(lo + piece, b[s + 1])]
-                    reqs.append(comm.Isend(part, dest=server, tag=_TAG_PUSH))
-                    sent += part.nbytes
-            MPI.Request.Waitall(reqs)
+                    reqs.append(p2p.isend(part, server, _TAG_PUSH))
+            p2p.waitall(reqs)
             if self.shard is not None and m:
                 mine = flat[lo_me + off : lo_me + off + m]
                 for i in range(len(others)):
@@ -186,51 +182,40 @@ class ParameterServerReducer(Reducer):
         for s, server in enumerate(self.servers):
             if server != me:
                 part = flat[b[s] : b[s + 1]]
-                pulls.append(comm.Irecv(part, source=server, tag=_TAG_PULL))
-                recv += part.nbytes
+                pulls.append(p2p.irecv(part, server, _TAG_PULL))
         if self.shard is not None:
             for w in others:
-                pulls.append(comm.Isend(own, dest=w, tag=_TAG_PULL))
-                sent += own.nbytes
-        MPI.Request.Waitall(pulls)
-        return sent, recv
+                pulls.append(p2p.isend(own, w, _TAG_PULL))
+        p2p.waitall(pulls)
 
     # ------------------------------------------------------------ dedicated
     def _worker_call(self, flat, scale):
-        comm = self.comm
+        p2p = self.p2p
         b = self._plan(flat.size, flat.dtype, array_module(flat)).bounds
         h = self._header
-        h[:] = (_CMD_REDUCE, flat.size, DTYPE_CODES[flat.dtype], 2 if scale is not None else 1)
-        reqs, sent = [], 0
+        h[:] = (_CMD_REDUCE, flat.size, DTYPE_CODES[flat.dtype],
+                OP_MEAN if scale is not None else OP_SUM)
+        reqs = []
         for s, server in enumerate(self.servers):
-            reqs.append(comm.Isend(h, dest=server, tag=_TAG_HEADER))
-            part = flat[b[s] : b[s + 1]]
-            reqs.append(comm.Isend(part, dest=server, tag=_TAG_PUSH))
-            sent += part.nbytes
-        MPI.Request.Waitall(reqs)
-        pulls = [
-            comm.Irecv(flat[b[s] : b[s + 1]], source=server, tag=_TAG_PULL)
-            for s, server in enumerate(self.servers)
-        ]
-        MPI.Request.Waitall(pulls)
-        return sent, flat.nbytes
+            reqs.append(p2p.isend(h, server, _TAG_HEADER))
+            reqs.append(p2p.isend(flat[b[s] : b[s + 1]], server, _TAG_PUSH))
+        p2p.waitall(reqs)
+        p2p.waitall([p2p.irecv(flat[b[s] : b[s + 1]], server, _TAG_PULL)
+                     for s, server in enumerate(self.servers)])
 
     def serve(self) -> None:
         """Sum pushes and answer pulls until every worker has called ``close()``."""
+        if self._closed:
+            raise RuntimeError("ps: this reducer is closed")
         if self.is_worker:
             raise RuntimeError(f"ps: rank {self.rank} is a worker, not a dedicated server")
         import time
 
-        comm, W = self.comm, self.num_workers
+        p2p, W = self.p2p, self.num_workers
         headers = np.zeros((W, 4), dtype=np.int64)
         while True:
             # 1. one header from every worker: all reduce the same shape, or all close
-            MPI.Request.Waitall(
-                [
-                    comm.Irecv(headers[i], source=w, tag=_TAG_HEADER)
-                    for i, w in enumerate(self.workers)
-                ]
-            )
+            p2p.waitall([p2p.irecv(headers[i], w, _TAG_HEADER) for i, w in enumerate(self.workers)])
             t0 = time.perf_counter()
             cmds = headers[:, 0]
             if (cmds == _CMD_CLOSE).all():
@@ -238,45 +223,35 @@ class ParameterServerReducer(Reducer):
             if not (headers == headers[0]).all():
                 raise MismatchError(self._header_mismatch(headers))
             _, n, dtype_code, opcode = (int(x) for x in headers[0])
-            plan = self._plan(n, _DTYPES[dtype_code], np)
-            lo, hi = plan.bounds[self.shard], plan.bounds[self.shard + 1]
+            plan = self._plan(n, CODE_DTYPES[dtype_code], np)
             rows = plan.rows
             # 2. receive every worker's range, sum, scale once
-            MPI.Request.Waitall(
-                [comm.Irecv(rows[i], source=w, tag=_TAG_PUSH) for i, w in enumerate(self.workers)]
-            )
+            p2p.waitall([p2p.irecv(rows[i], w, _TAG_PUSH) for i, w in enumerate(self.workers)])
             acc = plan.acc
             np.add.reduce(rows, axis=0, out=acc)
-            if opcode == OPS["mean"]:
+            if opcode == OP_MEAN:
                 acc *= 1.0 / W
             # 3. answer the pulls
-            MPI.Request.Waitall([comm.Isend(acc, dest=w, tag=_TAG_PULL) for w in self.workers])
-            nbytes = W * (hi - lo) * rows.itemsize
-            self.stats.add(nbytes, nbytes, time.perf_counter() - t0)
+            p2p.waitall([p2p.isend(acc, w, _TAG_PULL) for w in self.workers])
+            self.stats.add(time.perf_counter() - t0)
 
     def _header_mismatch(self, headers: np.ndarray) -> str:
-        names = {1: "float32", 2: "float64"}
         parts = []
         for w, h in zip(self.workers, headers, strict=True):
             if h[0] == _CMD_CLOSE:
                 parts.append(f"rank {w}: closed")
             else:
                 parts.append(
-                    f"rank {w}: {h[1]} elements {names.get(int(h[2]), h[2])} "
-                    f"op {'mean' if h[3] == 2 else 'sum'}"
+                    f"rank {w}: {h[1]} elements {DTYPE_NAMES.get(int(h[2]), h[2])} "
+                    f"op {OP_NAMES.get(int(h[3]), h[3])}"
                 )
         return f"ps: server rank {self.rank}: workers disagree: " + "; ".join(parts)
 
-    def close(self) -> None:
-        """Tell every dedicated server this worker is done, then free the communicator."""
-        if self._closed:
-            return
-        self._closed = True
+    def _release(self) -> None:
+        """Tell every dedicated server this worker is done; free the workers' communicator."""
         if self.dedicated and self.is_worker:
             self._header[:] = (_CMD_CLOSE, 0, 0, 0)
-            MPI.Request.Waitall(
-                [self.comm.Isend(self._header, dest=s, tag=_TAG_HEADER) for s in self.servers]
-            )
+            p2p = self.p2p
+            p2p.waitall([p2p.isend(self._header, s, _TAG_HEADER) for s in self.servers])
         if self._agree_comm is not None and self._agree_comm is not self.comm:
             self._agree_comm.Free()
-        super().close()

@@ -76,8 +76,8 @@ class RecursiveDoublingReducer(Reducer):
 
     name = "recursive_doubling"
 
-    def __init__(self, comm, options) -> None:
-        super().__init__(comm, options)
+    def __init__(self, comm, options, **kw) -> None:
+        super().__init__(comm, options, **kw)
         self._below, self._above, self._partners = fold_plan(self.size, self.rank)
         self._store: dict[object, object] = {}  # array module -> raw byte buffer
         self._scratch: dict[tuple, object] = {}  # (length, dtype, module) -> view
@@ -96,29 +96,23 @@ class RecursiveDoublingReducer(Reducer):
         return tmp
 
     def _allreduce(self, flat, scale):
-        comm = self.comm
+        p2p = self.p2p
         on_device = not isinstance(flat, np.ndarray)
-        n = flat.nbytes
-        sent = recv = 0
         # 1. fold: an even rank of the first 2·rem hands its buffer up
         if self._above is not None:
-            comm.Send(flat, self._above, _TAG_FOLD)
-            sent += n
+            p2p.send(flat, self._above, _TAG_FOLD)
         elif self._below is not None:
             tmp = self._tmp(flat)
-            comm.Recv(tmp, self._below, _TAG_FOLD)
+            p2p.recv(tmp, self._below, _TAG_FOLD)
             np.add(flat, tmp, out=flat)
-            recv += n
         # 2. lg pof2 rounds: swap the whole buffer with the partner, add
         if self._partners:
             tmp = self._tmp(flat)
             for partner in self._partners:
                 if on_device:  # the last add must finish before MPI reads flat
                     sync_device(flat)
-                comm.Sendrecv(flat, partner, _TAG_EXCHANGE, tmp, partner, _TAG_EXCHANGE)
+                p2p.sendrecv(flat, partner, tmp, partner, _TAG_EXCHANGE)
                 np.add(flat, tmp, out=flat)
-            sent += n * len(self._partners)
-            recv += n * len(self._partners)
         # 3. mean (a rank that sat out gets the scaled result in step 4)
         if scale is not None and self._above is None:
             np.multiply(flat, scale, out=flat)
@@ -126,9 +120,6 @@ class RecursiveDoublingReducer(Reducer):
             sync_device(flat)
         # 4. unfold: return the result to the rank that sat out
         if self._above is not None:
-            comm.Recv(flat, self._above, _TAG_UNFOLD)
-            recv += n
+            p2p.recv(flat, self._above, _TAG_UNFOLD)
         elif self._below is not None:
-            comm.Send(flat, self._below, _TAG_UNFOLD)
-            sent += n
-        return sent, recv
+            p2p.send(flat, self._below, _TAG_UNFOLD)

@@ -33,14 +33,14 @@ for its intra-node and inter-node rings.
 from __future__ import annotations
 
 import numpy as np
-from mpi4py import MPI
 
 from mpicomm.core.backend import array_module, sync_device
+from mpicomm.p2p import Transport
 from mpicomm.reducers.base import Reducer
 
 __all__ = [
     "RingReducer", "chunk_bounds", "ring_reduce_scatter", "ring_allgather", "PIECE_BYTES",
-    "piece_scratch", "ring_recv_bytes",
+    "piece_scratch",
 ]
 
 # reduce-scatter moves a segment in pieces of at most this many bytes (see step 1)
@@ -64,19 +64,6 @@ def piece_scratch(store: dict, flat, items: int):
     return raw[:nbytes].view(flat.dtype)
 
 
-def ring_recv_bytes(bounds: list[int], pos: int, itemsize: int) -> int:
-    """Bytes ``ring[pos]`` receives in a reduce-scatter + allgather over ``bounds``.
-
-    Reduce-scatter brings every segment but the left neighbour's; allgather
-    every segment but its own.
-    """
-    q = len(bounds) - 1
-    if q == 1:
-        return 0
-    seg = [bounds[i + 1] - bounds[i] for i in range(q)]
-    return (2 * bounds[-1] - seg[(pos - 1) % q] - seg[pos]) * itemsize
-
-
 def chunk_bounds(n: int, parts: int) -> list[int]:
     """Return ``parts + 1`` offsets cutting ``n`` items like ``np.array_split``.
 
@@ -89,18 +76,18 @@ def chunk_bounds(n: int, parts: int) -> list[int]:
     return bounds
 
 
-def _exchange_add(comm: MPI.Comm, send, mine, scratch, right: int, left: int, tag: int,
+def _exchange_add(p2p: Transport, send, mine, scratch, right: int, left: int, tag: int,
                   on_device: bool) -> None:
     """Send ``send`` right; receive the same-size piece from the left, add it into ``mine``."""
     got = scratch[: mine.size]
-    comm.Sendrecv(send, right, tag, got, left, tag)
+    p2p.sendrecv(send, right, got, left, tag)
     np.add(mine, got, out=mine)
     if on_device:  # scratch is reused next and `mine` may be sent next: the kernel must finish
         sync_device(mine)
 
 
 def ring_reduce_scatter(
-    comm: MPI.Comm,
+    p2p: Transport,
     ring: list[int],
     pos: int,
     flat,
@@ -108,59 +95,52 @@ def ring_reduce_scatter(
     scratch,
     tag: int = 0,
     largest: int | None = None,
-) -> int:
+) -> None:
     """Reduce-scatter ``flat`` over the ranks ``ring`` (this rank is ``ring[pos]``).
 
     Segment j is ``flat[bounds[j]:bounds[j+1]]``. On return this rank holds the
     sum over the ring of segment ``pos``; other segments hold partial sums.
     ``scratch`` must hold min(largest segment, ``PIECE_BYTES``). ``largest`` (the
-    largest segment, in items) may be passed to skip recomputing it. Returns
-    bytes sent (= received over the ring as a whole; per rank they differ only
-    on uneven segments).
+    largest segment, in items) may be passed to skip recomputing it. Messages go
+    through ``p2p``, which counts them.
     """
     q = len(ring)
     if q == 1:
-        return 0
+        return
     right, left = ring[(pos + 1) % q], ring[(pos - 1) % q]
     on_device = not isinstance(flat, np.ndarray)
     if largest is None:
         largest = max(bounds[i + 1] - bounds[i] for i in range(q))
     piece = max(PIECE_BYTES // flat.itemsize, 1)  # same on every rank: dtypes agree
-    sent = 0
     for k in range(q - 1):
         s = (pos - 1 - k) % q
         r = (pos - 2 - k) % q
         send = flat[bounds[s] : bounds[s + 1]]
         mine = flat[bounds[r] : bounds[r + 1]]
         if largest <= piece:
-            _exchange_add(comm, send, mine, scratch, right, left, tag, on_device)
+            _exchange_add(p2p, send, mine, scratch, right, left, tag, on_device)
         else:  # piece by piece; the count comes from `largest`, so every rank agrees
             for lo in range(0, largest, piece):
                 hi = lo + piece
-                _exchange_add(comm, send[lo:hi], mine[lo:hi], scratch, right, left, tag, on_device)
-        sent += send.nbytes
-    return sent
+                _exchange_add(p2p, send[lo:hi], mine[lo:hi], scratch, right, left, tag, on_device)
 
 
 def ring_allgather(
-    comm: MPI.Comm, ring: list[int], pos: int, flat, bounds: list[int], tag: int = 0
-) -> int:
+    p2p: Transport, ring: list[int], pos: int, flat, bounds: list[int], tag: int = 0
+) -> None:
     """Allgather segments over ``ring``: this rank contributes segment ``pos``.
 
-    Receives land directly in ``flat``. Returns bytes sent by this rank.
+    Receives land directly in ``flat``.
     """
     q = len(ring)
     if q == 1:
-        return 0
+        return
     right, left = ring[(pos + 1) % q], ring[(pos - 1) % q]
-    sent = 0
     for k in range(q - 1):
         s = (pos - k) % q
         r = (pos - 1 - k) % q
-        send = flat[bounds[s] : bounds[s + 1]]
-        comm.Sendrecv(send, right, tag, flat[bounds[r] : bounds[r + 1]], left, tag)
-        sent += send.nbytes
-    return sent
+        p2p.sendrecv(flat[bounds[s] : bounds[s + 1]], right, flat[bounds[r] : bounds[r + 1]],
+                     left, tag)
 
 
 class RingReducer(Reducer):
@@ -172,10 +152,10 @@ class RingReducer(Reducer):
 
     name = "ring"
 
-    def __init__(self, comm, options) -> None:
-        super().__init__(comm, options)
+    def __init__(self, comm, options, **kw) -> None:
+        super().__init__(comm, options, **kw)
         self._ring = list(range(self.size))
-        self._plans: dict[tuple, tuple[list[int], object, int, int]] = {}
+        self._plans: dict[tuple, tuple[list[int], object, int]] = {}
         self._store: dict = {}  # array module -> one piece of scratch
 
     def _plan(self, flat):
@@ -186,23 +166,21 @@ class RingReducer(Reducer):
             largest = max(bounds[i + 1] - bounds[i] for i in range(self.size))
             piece = max(PIECE_BYTES // flat.itemsize, 1)
             scratch = piece_scratch(self._store, flat, min(largest, piece))
-            recv = ring_recv_bytes(bounds, self.rank, flat.itemsize)
-            plan = self._plans[key] = (bounds, scratch, recv, largest)
+            plan = self._plans[key] = (bounds, scratch, largest)
         return plan
 
     def _allreduce(self, flat, scale):
         if self.size == 1:
             if scale is not None:
                 flat *= scale
-            return 0, 0
-        bounds, scratch, recv, largest = self._plan(flat)
-        sent = ring_reduce_scatter(
-            self.comm, self._ring, self.rank, flat, bounds, scratch, tag=1, largest=largest
+            return
+        bounds, scratch, largest = self._plan(flat)
+        ring_reduce_scatter(
+            self.p2p, self._ring, self.rank, flat, bounds, scratch, tag=1, largest=largest
         )
         if scale is not None:
             own = flat[bounds[self.rank] : bounds[self.rank + 1]]
             own *= scale
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
-        sent += ring_allgather(self.comm, self._ring, self.rank, flat, bounds, tag=2)
-        return sent, recv
+        ring_allgather(self.p2p, self._ring, self.rank, flat, bounds, tag=2)

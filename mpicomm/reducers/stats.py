@@ -1,35 +1,37 @@
-"""Counters every reducer keeps: calls, bytes moved by this rank, seconds inside."""
+"""Counters every reducer keeps: calls, seconds inside, and the bytes its transport moved."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from mpicomm.p2p.transport import Traffic
 
 __all__ = ["ReduceStats"]
 
 
 @dataclass
-class ReduceStats:
+class ReduceStats(Traffic):
     """What one reducer did on this rank since creation (or the last ``reset``).
 
-    ``bytes_sent``/``bytes_recv`` count payload bytes this rank handed to or got
-    from MPI. For ``native`` MPI chooses the algorithm, so the count is the
-    bandwidth-optimal lower bound 2(p-1)/p·n each way, stated as such.
+    The byte and message fields (``Traffic``) are counted by the reducer's
+    transport (``reducer.p2p``): ``bytes_sent``/``bytes_recv`` are totals of the
+    buffers this rank handed to or got from MPI, ``inter_bytes_sent``/``_recv``
+    the part to or from another node. For ``native`` MPI chooses the algorithm,
+    so the count is the bandwidth-optimal lower bound 2(p-1)/p·n each way, with
+    the inter-node part a ring's (to the right neighbour, from the left), stated
+    as such. The leader variant of hierarchical counts its in-node MPI
+    Reduce/Bcast as a flat one (see its docstring).
     """
 
     calls: int = 0
-    bytes_sent: int = 0
-    bytes_recv: int = 0
     seconds: float = 0.0
 
-    def add(self, sent: int, recv: int, seconds: float) -> None:
+    def add(self, seconds: float) -> None:
+        """Count one call that took ``seconds``."""
         self.calls += 1
-        self.bytes_sent += sent
-        self.bytes_recv += recv
         self.seconds += seconds
 
     def reset(self) -> None:
-        self.calls = self.bytes_sent = self.bytes_recv = 0
+        self.reset_traffic()
+        self.calls = 0
         self.seconds = 0.0
-
-    def as_dict(self) -> dict:
-        return asdict(self)

@@ -45,7 +45,8 @@ def main() -> None:
     if not reducer.is_worker:
         reducer.serve()
         st = reducer.stats
-        report(ok=True, role="server", bytes_sent=st.bytes_sent, bytes_recv=st.bytes_recv)
+        report(ok=True, role="server", bytes_sent=st.bytes_sent, bytes_recv=st.bytes_recv,
+               inter_bytes_sent=st.inter_bytes_sent, inter_bytes_recv=st.inter_bytes_recv)
         return
     workers = reducer.num_workers
     wr = reducer.worker_rank
@@ -92,6 +93,9 @@ def main() -> None:
         bytes_sent=reducer.stats.bytes_sent,
         bytes_recv=reducer.stats.bytes_recv,
         calls=reducer.stats.calls,
+        inter_bytes_sent=reducer.stats.inter_bytes_sent,
+        inter_bytes_recv=reducer.stats.inter_bytes_recv,
+        emulated=reducer.describe()["emulated"],
     )
 
 

@@ -1,0 +1,198 @@
+"""The point-to-point layer: every message of a hand-written strategy passes through here.
+
+``Transport(comm, node_of)`` wraps a reducer's private communicator and its
+node map (``node_of[r]``: the node of rank r, from ``core.topology.node_map``).
+Strategies call
+
+    sendrecv(sendbuf, dest, recvbuf, source, tag)    send(buf, dest, tag)
+    recv(buf, source, tag)                            isend / irecv -> request
+    waitall(requests)
+
+with contiguous buffers (NumPy, or CuPy for CUDA-aware MPI). The transport:
+
+1. moves the bytes with mpi4py's buffer (capitalised) calls — no pickling and
+   no allocation per call;
+2. counts, per rank, the bytes sent and received (as posted: strategies post
+   exact sizes), split intra-node / inter-node by the node map, and the
+   messages, into ``counts`` (a ``Traffic``; a reducer passes its
+   ``ReduceStats``, so ``reducer.stats`` is what its transport counted);
+3. records each message on the timeline when ``mpicomm.core.trace.active()``
+   is set (cat "p2p", name send / recv / sendrecv, args peer and bytes,
+   start/end perf_counter); off, that is one ``is None`` test;
+4. with emulated links (``make_transport(..., inter_link=...)``) holds each
+   message to its link's latency + m/bandwidth: ``EmulatedTransport`` in
+   ``mpicomm.p2p.emulated``. Without emulation this class is used and carries
+   no emulation code on its path at all.
+
+Every wait happens in a transport method: the blocking ``sendrecv``/``send``/
+``recv`` wait inside MPI, and every wait on requests goes through
+``_wait_requests`` — the one place a stall inspector hooks in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mpi4py import MPI
+
+from mpicomm.core import trace
+
+__all__ = ["Transport", "Traffic"]
+
+
+@dataclass
+class Traffic:
+    """Bytes and messages this rank handed to (sent) or got from (recv) the transport.
+
+    ``bytes_sent``/``bytes_recv`` are totals; ``inter_bytes_*`` the part that
+    crossed to or came from another node (``intra = total - inter``).
+    """
+
+    bytes_sent: int = 0
+    bytes_recv: int = 0
+    inter_bytes_sent: int = 0
+    inter_bytes_recv: int = 0
+    messages_sent: int = 0
+    messages_recv: int = 0
+
+    def reset_traffic(self) -> None:
+        self.bytes_sent = self.bytes_recv = self.inter_bytes_sent = self.inter_bytes_recv = 0
+        self.messages_sent = self.messages_recv = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Transport:
+    """Point-to-point messages over ``comm``, counted per link class (see module docstring).
+
+    Args:
+        comm: the communicator (a reducer's private duplicate); not freed here.
+        node_of: node of every rank of ``comm``.
+        counts: where to count (default: a fresh ``Traffic``).
+
+    Attributes:
+        comm, rank, size, node_of: as given.
+        remote: ``remote[r]`` is True when rank r is on another node.
+        counts: the ``Traffic`` counted into.
+        emulated: False here (``EmulatedTransport`` says True).
+    """
+
+    emulated = False
+
+    def __init__(self, comm: MPI.Comm, node_of: list[int], counts: Traffic | None = None) -> None:
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        if len(node_of) != self.size:
+            raise ValueError(f"node_of has {len(node_of)} entries for {self.size} ranks")
+        self.node_of = list(node_of)
+        me = self.node_of[self.rank]
+        self.remote = [n != me for n in self.node_of]
+        self.counts = Traffic() if counts is None else counts
+        self._posted: dict[int, tuple] = {}  # tracing only: id(request) -> (name, peer, bytes, t0)
+
+    def describe(self) -> dict:
+        """JSON-able summary: emulation and node map."""
+        return {"emulated": self.emulated, "nodes": max(self.node_of) + 1}
+
+    # ------------------------------------------------------------ counting
+    def _count_send(self, nbytes: int, dest: int) -> None:
+        c = self.counts
+        c.bytes_sent += nbytes
+        c.messages_sent += 1
+        if self.remote[dest]:
+            c.inter_bytes_sent += nbytes
+
+    def _count_recv(self, nbytes: int, source: int) -> None:
+        c = self.counts
+        c.bytes_recv += nbytes
+        c.messages_recv += 1
+        if self.remote[source]:
+            c.inter_bytes_recv += nbytes
+
+    def account(self, sent: int, recv: int, inter_sent: int = 0, inter_recv: int = 0) -> None:
+        """Count bytes moved by an MPI collective outside the transport (e.g. a node's Reduce)."""
+        c = self.counts
+        c.bytes_sent += sent
+        c.bytes_recv += recv
+        c.inter_bytes_sent += inter_sent
+        c.inter_bytes_recv += inter_recv
+
+    # ------------------------------------------------------------ blocking
+    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
+        """Send ``sendbuf`` to ``dest`` while receiving ``recvbuf`` from ``source`` (one tag)."""
+        rec = trace.active()
+        t0 = time.perf_counter() if rec is not None else 0.0
+        self.comm.Sendrecv(sendbuf, dest, tag, recvbuf, source, tag)
+        ns, nr = sendbuf.nbytes, recvbuf.nbytes
+        c = self.counts
+        c.bytes_sent += ns
+        c.bytes_recv += nr
+        c.messages_sent += 1
+        c.messages_recv += 1
+        if self.remote[dest]:
+            c.inter_bytes_sent += ns
+        if self.remote[source]:
+            c.inter_bytes_recv += nr
+        if rec is not None:
+            rec.complete("sendrecv", "p2p", t0, time.perf_counter(), peer=dest, source=source,
+                         bytes=ns)
+
+    def send(self, buf: Any, dest: int, tag: int) -> None:
+        """Blocking send of ``buf`` to ``dest``."""
+        rec = trace.active()
+        t0 = time.perf_counter() if rec is not None else 0.0
+        self.comm.Send(buf, dest, tag)
+        self._count_send(buf.nbytes, dest)
+        if rec is not None:
+            rec.complete("send", "p2p", t0, time.perf_counter(), peer=dest, bytes=buf.nbytes)
+
+    def recv(self, buf: Any, source: int, tag: int) -> None:
+        """Blocking receive into ``buf`` from ``source``."""
+        rec = trace.active()
+        t0 = time.perf_counter() if rec is not None else 0.0
+        self.comm.Recv(buf, source, tag)
+        self._count_recv(buf.nbytes, source)
+        if rec is not None:
+            rec.complete("recv", "p2p", t0, time.perf_counter(), peer=source, bytes=buf.nbytes)
+
+    # --------------------------------------------------------- non-blocking
+    def isend(self, buf: Any, dest: int, tag: int) -> Any:
+        """Start sending ``buf`` to ``dest``; complete it with ``waitall``."""
+        req = self.comm.Isend(buf, dest, tag)
+        self._count_send(buf.nbytes, dest)
+        if trace.active() is not None:
+            self._posted[id(req)] = ("send", dest, buf.nbytes, time.perf_counter())
+        return req
+
+    def irecv(self, buf: Any, source: int, tag: int) -> Any:
+        """Start receiving into ``buf`` from ``source``; complete it with ``waitall``."""
+        req = self.comm.Irecv(buf, source, tag)
+        self._count_recv(buf.nbytes, source)
+        if trace.active() is not None:
+            self._posted[id(req)] = ("recv", source, buf.nbytes, time.perf_counter())
+        return req
+
+    def waitall(self, requests: list) -> None:
+        """Wait until every request from ``isend``/``irecv`` in ``requests`` has completed."""
+        self._wait_requests(requests)
+        rec = trace.active()
+        if rec is not None and self._posted:
+            t1 = time.perf_counter()
+            for r in requests:
+                info = self._posted.pop(id(r), None)
+                if info is not None:
+                    name, peer, nbytes, t0 = info
+                    rec.complete(name, "p2p", t0, t1, peer=peer, bytes=nbytes)
+
+    def _wait_requests(self, requests: list) -> None:
+        """Block until the MPI requests in ``requests`` complete.
+
+        The one place where the transport waits on requests (``waitall`` and the
+        emulated blocking calls all come here): a stall inspector wraps this
+        method to see who waits on what, and for how long.
+        """
+        MPI.Request.Waitall(requests)
