@@ -32,6 +32,7 @@ import numpy as np
 
 from mpicomm.core.backend import sync_device
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core.links import parse_link
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import make_reducer, strategies
 from mpicomm.train import metrics
@@ -89,6 +90,8 @@ class TrainConfig:
     validate: bool | None = None        # reducer: ranks' buffers checked on every call (True)
                                         # or the first (False); None: MPICOMM_VALIDATE, else True
     blas_threads: int = 1               # BLAS threads per rank (0 = leave the library default)
+    inter_link: str | None = None       # reducer: emulated inter-node link "20us,1GB/s"
+    intra_link: str | None = None       # reducer: emulated intra-node link (docs/links.md)
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> None:
@@ -128,6 +131,8 @@ class TrainConfig:
             bad(f"--ranks-per-node must be >= 1, got {self.ranks_per_node}")
         if self.servers < 1:
             bad(f"--servers must be >= 1, got {self.servers}")
+        for name in ("inter_link", "intra_link"):  # a bad link string: ConfigError, no message
+            parse_link(getattr(self, name), f"--{name.replace('_', '-')}")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
@@ -141,6 +146,9 @@ class TrainConfig:
                                 "servers": self.servers, "dedicated": self.dedicated}
         if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
             opts["validate"] = self.validate
+        for name in ("inter_link", "intra_link"):  # None: MPICOMM_*_LINK, else not emulated
+            if getattr(self, name) is not None:
+                opts[name] = getattr(self, name)
         return opts
 
 
@@ -207,6 +215,10 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True) -> Non
                    "(--no-validate: on its first call only; default: MPICOMM_VALIDATE, else on)")
     p.add_argument("--blas-threads", type=int, default=d.blas_threads,
                    help="BLAS threads per rank; ranks already fill the cores (0 = library default)")
+    p.add_argument("--inter-link", default=None, metavar="LATENCY,BANDWIDTH",
+                   help="emulate the links between nodes, e.g. 20us,1GB/s (docs/links.md)")
+    p.add_argument("--intra-link", default=None, metavar="LATENCY,BANDWIDTH",
+                   help="emulate the links inside a node")
 
 
 def limit_blas_threads(n: int) -> bool:
