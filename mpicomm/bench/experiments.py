@@ -87,6 +87,7 @@ class Context:
     quick: bool = True
     replot: bool = False  # draw from the saved JSON, run nothing
     timeout_s: float = 300.0
+    wait_quiet_s: float = 0.0  # before each figure, wait up to this long for a quiet host
     commands: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -181,12 +182,16 @@ def run_figures(ctx: Context, keys: list[str] | None = None) -> list[Section]:
         title, fn = FIGURES[key]
         ctx.commands, ctx.notes = [], []
         sec = Section(key, title)
-        t0 = time.perf_counter()
         print(f"[experiments] figure {key}: {title}", flush=True)
+        load0 = _wait_quiet(ctx.wait_quiet_s) if not ctx.replot else None
+        t0 = time.perf_counter()
         try:
             fn(ctx, sec)
         except Exception as exc:  # noqa: BLE001 - one broken figure must not lose the others
             ctx.notes.append(f"figure failed: {type(exc).__name__}: {exc}")
+        if load0 is not None:
+            ctx.notes.append(f"host load average {load0:.1f} at the start, "
+                             f"{os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs)")
         sec.commands, sec.notes = list(ctx.commands), list(ctx.notes)
         sec.seconds = time.perf_counter() - t0
         print(f"[experiments]   {sec.seconds:.0f} s; {sec.conclusion[:150]}", flush=True)
@@ -196,6 +201,14 @@ def run_figures(ctx: Context, keys: list[str] | None = None) -> list[Section]:
         done.append(sec)
     write_readme(ctx)
     return done
+
+
+def _wait_quiet(limit_s: float) -> float:
+    """Wait up to ``limit_s`` for the 1-minute load to fall below the CPU count; return it."""
+    end = time.monotonic() + limit_s
+    while os.getloadavg()[0] >= (os.cpu_count() or 1) and time.monotonic() < end:
+        time.sleep(5)
+    return os.getloadavg()[0]
 
 
 def _save_section(ctx: Context, sec: Section) -> None:
@@ -236,9 +249,10 @@ def write_readme(ctx: Context) -> Path:
         "",
         f"Generated {_stamp()} at commit `{_commit(ctx.root)}` on host `{platform.node()}` "
         f"({os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}).",
-        "**Caveat:** this host has 2 cores and was shared with other jobs while these ran, so "
-        "timings are noisy: compare strategies within one figure (they take turns at each size), "
-        "not across figures or runs. Ranks beyond 2 oversubscribe the cores. How the cost model's "
+        f"**Caveat:** this host has {os.cpu_count()} CPUs and was shared with other jobs while "
+        "these ran (each figure notes the load average), so timings are noisy: compare "
+        "strategies within one figure (they take turns at each size), not across figures or "
+        f"runs. Ranks beyond {os.cpu_count()} oversubscribe the cores. How the cost model's "
         "lines are computed, the cluster profiles' sources and where the predictor stops being "
         "trustworthy: [docs/experiments.md](../docs/experiments.md).",
         "",
@@ -272,6 +286,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="experiments folder (results/, figures/, README.md)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per mpiexec run (default 300 quick, 900 full)")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                   help="before each figure wait up to S seconds for the load average to fall "
+                        "below the CPU count (a shared host); the load is noted either way")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -283,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise ConfigError(f"--root {root}: no such folder (run from the repository root)")
     ctx = Context(root.resolve(), quick=args.quick, replot=args.replot,
-                  timeout_s=args.timeout or (300.0 if args.quick else 900.0))
+                  timeout_s=args.timeout or (300.0 if args.quick else 900.0),
+                  wait_quiet_s=args.wait_quiet)
     keys = [k.strip() for k in args.only.split(",")] if args.only else None
     sections = run_figures(ctx, keys)
     print(f"[experiments] wrote {root / 'README.md'} ({len(sections)} figures run)")
