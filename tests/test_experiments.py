@@ -96,3 +96,29 @@ def test_registry_has_the_figures_of_this_branch():
     from mpicomm.bench import figures  # noqa: F401 - registers
 
     assert {"1", "2", "3", "8"} <= set(E.FIGURES)
+
+
+def test_command_figure_8_end_to_end(tmp_path):
+    """`experiments --only 8` on the command line: predictions, PNG, a conclusion from them."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+
+    from mpi_harness import ROOT
+
+    root = tmp_path / "experiments"
+    root.mkdir()
+    done = subprocess.run([sys.executable, "-m", "mpicomm", "experiments", "--quick", "--only",
+                           "8", "--root", str(root)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads((root / "results" / "fig8_predict_dgx-h100-ib400.json").read_text())
+    ring = {r["ranks"]: r for r in doc["results"] if r["strategy"] == "ring"}
+    readme = (root / "README.md").read_text()
+    assert "![figure 8](figures/fig8_predicted_scaling.png)" in readme
+    assert (root / "figures" / "fig8_predicted_scaling.png").read_bytes()[:4] == b"\x89PNG"
+    # the conclusion quotes the numbers of this run's JSON
+    assert f"ring {ring[1024]['predicted_us'] / 1e3:.3g} ms" in readme
+    done = subprocess.run([sys.executable, "-m", "mpicomm", "experiments", "--root",
+                           str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "no such folder" in done.stderr
