@@ -194,6 +194,11 @@ def run_figures(ctx: Context, keys: list[str] | None = None) -> list[Section]:
                              f"{os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs)")
         sec.commands, sec.notes = list(ctx.commands), list(ctx.notes)
         sec.seconds = time.perf_counter() - t0
+        if ctx.replot:  # redrawn, not rerun: keep the run's duration, time and notes
+            old = _load_section(ctx, key)
+            sec.seconds = old.get("seconds", 0.0)
+            sec.notes = old.get("notes", []) + [n for n in sec.notes if n not in
+                                                old.get("notes", [])]
         print(f"[experiments]   {sec.seconds:.0f} s; {sec.conclusion[:150]}", flush=True)
         for note in sec.notes:
             print(f"[experiments]   note: {note}", flush=True)
@@ -211,10 +216,17 @@ def _wait_quiet(limit_s: float) -> float:
     return os.getloadavg()[0]
 
 
+def _load_section(ctx: Context, key: str) -> dict:
+    path = ctx.results / "sections" / f"{key}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def _save_section(ctx: Context, sec: Section) -> None:
     folder = ctx.results / "sections"
     folder.mkdir(parents=True, exist_ok=True)
-    doc = {**dataclasses.asdict(sec), "quick": ctx.quick, "finished": _stamp()}
+    old = _load_section(ctx, sec.key) if ctx.replot else {}
+    doc = {**dataclasses.asdict(sec), "quick": old.get("quick", ctx.quick),
+           "finished": old.get("finished", _stamp())}
     (folder / f"{sec.key}.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 

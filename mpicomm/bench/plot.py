@@ -291,6 +291,7 @@ def scaling_figure(docs: list[dict], path: str, title: str | None = None) -> str
         thr.plot([1, top], [b, b * top], "k--", lw=0.8, label="linear (1-worker × W)")
         thr.plot([1], [b], "ks", label="1 worker")
     eff.axhline(1.0, color="0.4", lw=0.8)
+    thr.set_ylim(bottom=0)
     for ax in (thr, eff):
         ax.set_xlabel("workers W")
         ax.set_xticks(sorted({1, *[r["workers"] for r in rows]}))
