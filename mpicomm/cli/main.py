@@ -33,8 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("mpicomm.train.compare",
                 "train under several strategies in one job; side-by-side table"),
     "plot": ("mpicomm.bench.plot", "draw the standard figures of bench/model/compare/train JSON"),
-    "experiments": ("mpicomm.bench.experiments",
-                    "run every figure's sweeps; PNGs and a generated experiments/README.md"),
+    "experiments": ("mpicomm.bench.experiments", "run every figure; PNGs, experiments/README.md"),
 }
 
 
