@@ -9,6 +9,8 @@ from dataclasses import asdict
 from mpi4py import MPI
 
 from mpicomm.bench.measure import measure
+from mpicomm.bench.predict import add_arguments as predict_arguments
+from mpicomm.bench.predict import run_predict
 from mpicomm.core.options import ReducerOptions
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 
@@ -20,9 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     bench_arguments(p)
     p.set_defaults(minbytes=4096, iters=20)
+    predict_arguments(p)  # --predict and its flags (mpicomm.bench.predict)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.predict:  # formulas only, for a cluster that is not here (mpicomm.bench.predict)
+        return run_predict(args)
     from mpicomm.bench import harness as bench
     from mpicomm.core.environment import environment
 
