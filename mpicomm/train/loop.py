@@ -35,7 +35,7 @@ from mpicomm.core.errors import ConfigError  # an invalid training configuration
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import make_reducer, strategies
 from mpicomm.train import metrics
-from mpicomm.train.data import DataError, Shard, load_npz, synthetic
+from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP, num_params, parse_layers
 
 __all__ = [
@@ -176,9 +176,9 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True) -> Non
     p.add_argument("--dtype", default=d.dtype, choices=["float32", "float64"])
     p.add_argument("--device", default=d.device, choices=["cpu", "gpu"],
                    help="cpu: NumPy; gpu: CuPy")
-    p.add_argument("--data", default=None, metavar="NPZ",
-                   help=".npz with arrays x (N, features), y (N,) [, x_test, y_test]; "
-                   "default: synthetic teacher task")
+    p.add_argument("--data", default=None, metavar="NPZ|digits",
+                   help=".npz with arrays x (N, features), y (N,) [, x_test, y_test], or "
+                   "'digits' (scikit-learn's 8x8 digits); default: synthetic teacher task")
     p.add_argument("--train-samples", type=int, default=d.train_samples,
                    help="synthetic training rows")
     p.add_argument("--test-samples", type=int, default=d.test_samples,
@@ -324,7 +324,9 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     if is_worker:
         try:
             features, classes = cfg.layers[0], cfg.layers[-1]
-            if cfg.data:
+            if cfg.data == DIGITS:  # scikit-learn's bundled 8x8 digits
+                ds = digits(features, classes, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
+            elif cfg.data:
                 ds = load_npz(cfg.data, features, classes, holdout=cfg.holdout,
                               seed=cfg.seed, dtype=cfg.dtype)
             else:
