@@ -44,7 +44,10 @@ class HookState:
         op: ``"mean"`` (what DDP expects) or ``"sum"``.
         **options: ``ReducerOptions`` (``servers``, ``ranks_per_node``, ``variant``, ...).
             ``dedicated=True`` is refused: DDP trains on every rank, so parameter
-            servers must be colocated with the workers.
+            servers must be colocated with the workers. ``validate`` defaults to False
+            here (the ranks' bucket sizes are checked on the reducer's first call only):
+            DDP checks the model's shapes across ranks when it is built and gives every
+            rank the same bucket layout, so a per-bucket Allgather would only add latency.
 
     A context manager: ``with HookState("ps", servers=2) as state:`` closes the reducer.
     """
@@ -68,6 +71,7 @@ class HookState:
         if op not in ("mean", "sum"):
             raise ConfigError(f"HookState: op must be 'mean' or 'sum', got {op!r}")
         self.strategy, self.op = strategy, op
+        options.setdefault("validate", False)  # see Args
         self.reducer = make_reducer(strategy, comm=comm, **options)
         if dist.is_initialized() and (dist.get_rank(), dist.get_world_size()) != (
             self.reducer.rank, self.reducer.size
