@@ -57,8 +57,8 @@ class TrainConfig:
     seed: int = 0                       # model init, synthetic data, data order
     dtype: str = "float32"              # float32 | float64
     device: str = "cpu"                 # cpu (NumPy) | gpu (CuPy)
-    data: str | None = None             # .npz with x, y [, x_test, y_test]; default: synthetic
-                                        # teacher task
+    data: str | None = None             # .npz (x, y [, x_test, y_test]) or 'digits'; default:
+                                        # synthetic teacher task
     train_samples: int = 16384          # synthetic: training rows
     test_samples: int = 2048            # synthetic: held-out rows
     holdout: float = 0.1                # .npz without x_test: fraction held out
