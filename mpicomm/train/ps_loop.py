@@ -58,8 +58,12 @@ class _Role:
         self.comm.Free()
 
 
-def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True) -> dict[str, Any]:
-    """Train with a parameter server in ``cfg.ps_mode``; return the run's record (all ranks)."""
+def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
+                    keep: dict | None = None) -> dict[str, Any]:
+    """Train with a parameter server in ``cfg.ps_mode``; return the run's record (all ranks).
+
+    ``keep``: when given, a worker stores its final parameters under "params".
+    """
     label = f"ps:{cfg.ps_mode}"
     mode = "sync" if cfg.ps_mode == "ssp" and cfg.staleness == 0 else cfg.ps_mode
     try:
@@ -86,6 +90,8 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True) -> dict[str, A
     else:
         out, counts = None, _serve(cfg, lay, transport, mode, budget)
     record = _record(cfg, world, job, role, out, counts, label)              # 4.
+    if keep is not None and world.is_worker:
+        keep["params"] = job.model.params.copy()
     role.close()
     return record
 

@@ -5,7 +5,7 @@ and seconds inside each call) of every participating rank. Call k of every
 rank is the same collective call (all ranks call in the same order); the rank
 whose entry time is the latest is the last to arrive at it. A rank "holds the
 others back" when it is last in at least max(50%, 1.5/P) of the calls and
-waits less than half as long as the others do (it arrives, finds everyone
+waits less (under 0.8×) than the others do (it arrives, finds everyone
 there and leaves). Entry times are wall clocks: on one host exact, across
 hosts as good as their clock sync (NTP: about a millisecond).
 
@@ -49,7 +49,7 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool) 
         out["last_to_arrive_by_rank"][int(r)] = float(share[r])
     top = int(who[np.argmax(share[who])])
     others = [waits[int(r)] for r in who if r != top]
-    if share[top] >= max(0.5, 1.5 / who.size) and waits[top] < 0.5 * float(np.median(others)):
+    if share[top] >= max(0.5, 1.5 / who.size) and waits[top] < 0.8 * float(np.median(others)):
         out["slow_rank"] = top
         out["slow_rank_note"] = (
             f"rank {top} holds the others back: last to arrive in {100 * share[top]:.0f}% of "
