@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
                 f"valid strategies: {', '.join(strategies())}"
             )
         flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
-        cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=names[0]))
+        cfg = T.TrainConfig.from_args(argparse.Namespace(**flags,
+                                                         strategy=_split_name(names[0])[0]))
         run_cfgs = {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
         user_rpn = resolve_ranks_per_node(cfg.ranks_per_node)
     except (T.ConfigError, ValueError, TypeError) as exc:  # same on every rank

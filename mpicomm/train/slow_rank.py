@@ -4,9 +4,9 @@ From the stall inspector's per-call log (``Channel.take_log``: entry wall time
 and seconds inside each call) of every participating rank. Call k of every
 rank is the same collective call (all ranks call in the same order); the rank
 whose entry time is the latest is the last to arrive at it. A rank "holds the
-others back" when it is last in at least max(50%, 1.5/P) of the calls and
-waits less (under 0.8×) than the others do (it arrives, finds everyone
-there and leaves). Entry times are wall clocks: on one host exact, across
+others back" when it is last in at least max(50%, 1.5/P) of the calls (by
+chance each of P ranks is last in 1/P of them); the note gives its mean wait
+beside the others' (it usually waits least: it arrives, finds everyone there). Entry times are wall clocks: on one host exact, across
 hosts as good as their clock sync (NTP: about a millisecond).
 
 Collective over ``comm``; non-participants (parameter servers) contribute nothing.
@@ -49,7 +49,7 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool) 
         out["last_to_arrive_by_rank"][int(r)] = float(share[r])
     top = int(who[np.argmax(share[who])])
     others = [waits[int(r)] for r in who if r != top]
-    if share[top] >= max(0.5, 1.5 / who.size) and waits[top] < 0.8 * float(np.median(others)):
+    if share[top] >= max(0.5, 1.5 / who.size):
         out["slow_rank"] = top
         out["slow_rank_note"] = (
             f"rank {top} holds the others back: last to arrive in {100 * share[top]:.0f}% of "
