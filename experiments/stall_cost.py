@@ -1,4 +1,4 @@
-"""Cost of the stall inspector when nothing stalls: 4 KiB allreduce, inspector on vs off, alternating.
+"""Stall inspector cost when nothing stalls: 4 KiB allreduce, inspector on vs off, alternating.
 
     mpiexec -n 4 python -m mpi4py experiments/stall_cost.py [strategy] [rounds] [calls]
 

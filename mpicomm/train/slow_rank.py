@@ -6,8 +6,9 @@ rank is the same collective call (all ranks call in the same order); the rank
 whose entry time is the latest is the last to arrive at it. A rank "holds the
 others back" when it is last in at least max(50%, 1.5/P) of the calls (by
 chance each of P ranks is last in 1/P of them); the note gives its mean wait
-beside the others' (it usually waits least: it arrives, finds everyone there). Entry times are wall clocks: on one host exact, across
-hosts as good as their clock sync (NTP: about a millisecond).
+beside the others' (it usually waits least: it arrives, finds everyone there).
+Entry times are wall clocks: on one host exact, across hosts as good as their
+clock sync (NTP: about a millisecond).
 
 Collective over ``comm``; non-participants (parameter servers) contribute nothing.
 """

@@ -18,7 +18,7 @@ def _check(res, t_stall, strategy_label, stalled, startup=0.0):
     warns = re.findall(r"mpicomm stall warning: rank (\d+) has waited ([\d.]+) s in (\S+) call "
                        r"(\d+).*?ranks not arrived: ([^\n;(]*)", res.stderr)
     assert warns, res.tail()
-    for rank, waited, label, call, missing in warns:
+    for rank, waited, label, _call, missing in warns:
         assert int(rank) != stalled and label == strategy_label
         assert float(waited) <= WARN + 2, warns
         assert str(stalled) in missing.split(", "), warns

@@ -1,4 +1,4 @@
-"""One rank stalls before its 4th allreduce; the stall inspector must name it (argv: strategy, rank)."""
+"""One rank stalls before its 4th allreduce; the inspector must name it (argv: strategy, rank)."""
 
 import sys
 import time
