@@ -112,6 +112,19 @@ def reading(records: list[dict], params: Any) -> list[str]:
     return [text, line2]
 
 
+def _split_name(name: str) -> tuple[str, str | None]:
+    """``ps:async`` -> ("ps", "async") (the real parameter server); ``ring`` -> ("ring", None)."""
+    base, _, mode = name.partition(":")
+    return base, mode or None
+
+
+def _run_config(cfg: Any, name: str, bound: int) -> Any:
+    """The run's config for a --strategies entry (``ps:ssp`` takes --staleness); checked."""
+    base, mode = _split_name(name)
+    return dataclasses.replace(cfg, strategy=base, ps_mode=mode,
+                               staleness=bound if mode == "ssp" else 0)
+
+
 def _median_run(recs: list[dict], baseline: float | None) -> dict:
     """Return the record of the median-throughput run, with every run's samples/s and spread."""
     sps = [r["samples_per_sec"] for r in recs]
@@ -135,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    bad = [s for s in names if s not in strategies()]
+    bad = [s for s in names if _split_name(s)[0] not in strategies()
+           or (_split_name(s)[1] is not None and _split_name(s)[0] != "ps")]
     try:
         if args.repeats < 1:
             raise T.ConfigError(f"--repeats must be >= 1, got {args.repeats}")
@@ -144,7 +158,10 @@ def run(args: argparse.Namespace) -> int:
                 f"--strategies: unknown {', '.join(map(repr, bad)) or '(empty list)'}; "
                 f"valid strategies: {', '.join(strategies())}"
             )
-        cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy=names[0]))
+        flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
+        cfg = T.TrainConfig.from_args(argparse.Namespace(**flags,
+                                                         strategy=_split_name(names[0])[0]))
+        run_cfgs = {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
         user_rpn = resolve_ranks_per_node(cfg.ranks_per_node)
     except (T.ConfigError, ValueError, TypeError) as exc:  # same on every rank
         if rank0:
@@ -172,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
                 baselines.append(T.measure_baseline(cfg, comm))
             for name in names:
                 rpn = hier_rpn if name == "hierarchical" else user_rpn
-                run_cfg = dataclasses.replace(cfg, strategy=name, ranks_per_node=rpn)
+                run_cfg = dataclasses.replace(run_cfgs[name], ranks_per_node=rpn)
                 runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
     except T.SetupError:
         return 2
@@ -182,8 +199,8 @@ def run(args: argparse.Namespace) -> int:
     model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
-        rec["predicted_comm_s"] = costmodel.predict(name, rec["ranks"], rec["grad_bytes"], model,
-                                                    opts)
+        rec["predicted_comm_s"] = (None if ":" in name else costmodel.predict(
+            name, rec["ranks"], rec["grad_bytes"], model, opts))
     if rank0:
         lines = reading(records, model)
         print()

@@ -87,6 +87,12 @@ class TrainConfig:
     accumulate: int = 1                 # engine: micro-batches per optimizer step (reduce once)
     trace: str | None = None            # Chrome-trace JSON of every rank (Perfetto)
     trace_steps: str | None = None      # record only steps A:B (0-based, B excluded)
+    ps_mode: str | None = None          # --strategy ps as a real parameter server: sync | async |
+                                        # ssp (servers own parameters and optimizer; docs/ps.md)
+    staleness: int = 0                  # ps ssp: a worker runs at most S steps ahead (0 = sync)
+    straggler: tuple[str, ...] = ()     # RANK:MS: that rank sleeps MS ms in every step's compute
+                                        # (repeatable)
+    jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -169,6 +175,38 @@ def _validate(cfg: TrainConfig) -> None:
                 f"got {cfg.trace_steps!r}")
         if not cfg.trace:
             bad("--trace-steps needs --trace PATH")
+    _validate_ps_and_delays(cfg, bad)
+
+
+def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
+    """--ps-mode, --staleness, --straggler, --jitter (normalises straggler to RANK:MS strings)."""
+    if cfg.ps_mode is not None:
+        if cfg.ps_mode not in ("sync", "async", "ssp"):
+            bad(f"--ps-mode must be sync, async or ssp, got {cfg.ps_mode!r}")
+        if cfg.strategy != "ps":
+            bad(f"--ps-mode needs --strategy ps, got {cfg.strategy!r}")
+        if cfg.checkpoint or cfg.resume:
+            bad("--ps-mode: checkpoint/resume does not cover the servers' state yet; run "
+                "without --checkpoint (the allreduce strategies checkpoint)")
+        if cfg.accumulate != 1 or cfg.device != "cpu":
+            bad("--ps-mode runs on the CPU with --accumulate 1")
+    if isinstance(cfg.staleness, bool) or not isinstance(cfg.staleness, int) or cfg.staleness < 0:
+        bad(f"--staleness must be an integer >= 0, got {cfg.staleness!r}")
+    if cfg.staleness and cfg.ps_mode != "ssp":
+        bad("--staleness needs --ps-mode ssp")
+    items = [cfg.straggler] if isinstance(cfg.straggler, str) else list(cfg.straggler or ())
+    parts = [x.strip() for item in items for x in str(item).split(",") if x.strip()]
+    for part in parts:
+        rank, sep, ms = part.partition(":")
+        try:
+            ok = sep and int(rank) >= 0 and float(ms) >= 0 and np.isfinite(float(ms))
+        except ValueError:
+            ok = False
+        if not ok:
+            bad(f"--straggler must be RANK:MS with RANK >= 0 and MS >= 0, got {part!r}")
+    object.__setattr__(cfg, "straggler", tuple(parts))
+    if not (isinstance(cfg.jitter, (int, float)) and np.isfinite(cfg.jitter) and cfg.jitter >= 0):
+        bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
 
 
 # ------------------------------------------------------------ flags, generated
@@ -238,6 +276,8 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
         if kind is bool:
             action = "store_true" if f.default is False else argparse.BooleanOptionalAction
             p.add_argument(flag, action=action, default=f.default, help=help_text)
+        elif kind == tuple[str, ...]:  # repeatable flag, parsed by the config
+            p.add_argument(flag, action="append", default=None, help=help_text)
         elif typing.get_origin(kind) is tuple:  # comma list, parsed by the config
             p.add_argument(flag, default=",".join(map(str, f.default)), help=help_text)
         else:
