@@ -117,8 +117,13 @@ def _interval(point: float, draws: np.ndarray, per_round: np.ndarray | None = No
     return Interval(float(point), float(lo), float(hi))
 
 
-def speed_interval(sample: Sequence, work: float = 1.0, seed: int = 0) -> Interval:
-    """Speed = work / (mean of round medians), with its bootstrap interval."""
+def speed_interval(sample: Sequence, work: float = 1.0, seed: int = 0,
+                   widen: bool = True) -> Interval:
+    """Speed = work / (mean of round medians), with its bootstrap interval.
+
+    ``widen=False`` keeps the bootstrap interval alone (no Student-t widening
+    over rounds): a description of the spread rather than a test.
+    """
     rounds = _rounds(sample)
     rng = np.random.default_rng(seed)
     boots = _boots(rounds)
@@ -126,7 +131,7 @@ def speed_interval(sample: Sequence, work: float = 1.0, seed: int = 0) -> Interv
     picks = _picks(len(rounds), boots, rng)
     medians = np.array([np.median(r) for r in rounds])
     point = work / medians.mean()
-    return _interval(point, work / _centers(meds, picks), np.log(medians))
+    return _interval(point, work / _centers(meds, picks), np.log(medians) if widen else None)
 
 
 def _picks(n_rounds: int, boots: int, rng: np.random.Generator) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 
 from mpicomm.core.backend import sync_device
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import make_reducer, strategies
 from mpicomm.train import metrics
@@ -118,6 +119,10 @@ class TrainConfig:
             bad(f"--dtype must be float32 or float64, got {self.dtype!r}")
         if self.device not in ("cpu", "gpu"):
             bad(f"--device must be cpu or gpu, got {self.device!r}")
+        if self.device == "gpu":  # missing CuPy: one line with the install hint, not a traceback
+            from mpicomm.core.gpu import import_cupy
+
+            import_cupy("--device gpu")
         if not 0 < self.holdout < 1:
             bad(f"--holdout must be in (0, 1), got {self.holdout!r}")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
@@ -144,13 +149,7 @@ class TrainConfig:
         return opts
 
 
-class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show defaults in --help, except for on/off switches (their default is 'off')."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.nargs == 0:
-            return action.help or ""
-        return super()._get_help_string(action)
+_DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
 
 
 def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True) -> None:
@@ -463,6 +462,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
         "samples_per_sec": sps,
         "step_time_median_s": float(np.median(step_mean)) if n_timed else float("nan"),
         "step_time_p90_s": float(np.percentile(step_mean, 90)) if n_timed else float("nan"),
+        "step_times_s": step_mean.tolist() if n_timed else [],  # per timed step (verdicts)
         "step_time_mean_s": per_step(sums[0]),
         "compute_s": per_step(sums[1]),
         "comm_s": per_step(sums[2]),
@@ -525,6 +525,7 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
 COLUMNS = [  # header, record key, format
     ("strategy", "strategy", "{}"),
     ("ranks", "ranks", "{}"),
+    ("workers", "workers", "{}"),               # ranks that train (dedicated servers do not)
     ("samples/s", "samples_per_sec", "{:,.0f}"),
     ("±", "samples_per_sec_spread", "%"),       # (max - min) / median over repeats
     ("step ms", "step_time_median_s", "ms"),     # median over steps (step: mean over workers)
