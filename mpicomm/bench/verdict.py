@@ -9,9 +9,9 @@ ratios are reported). The method, in three sentences (docs/compare.md):
    medians.
 2. A bootstrap redraws the steps inside each round (and the rounds, the same
    for both strategies since they took turns) 2,000 times with a fixed seed,
-   the middle 95% of the redrawn speed ratios is the interval, and with several
-   rounds it is widened to at least the Student-t interval of the per-round
-   ratios (a bootstrap of three rounds alone would be too narrow).
+   the middle 95% of the redrawn speed ratios is the interval, and with three
+   rounds or more it is widened to at least the Student-t interval of the
+   per-round ratios (a bootstrap of three rounds alone would be too narrow).
 3. A strategy wins only when the whole interval lies beyond 1 (or beyond the
    noise floor measured between two runs of one algorithm); otherwise the
    verdict is a tie, printed with its interval.
@@ -34,6 +34,7 @@ __all__ = ["Interval", "Verdict", "speed_interval", "ratio_interval", "decide", 
 LEVEL = 0.95       # coverage of every interval
 BOOTSTRAPS = 2000  # redraws (fewer for very long samples, to bound memory)
 _MAX_DRAWS = 4_000_000
+MIN_ROUNDS_T = 3  # from 3 rounds on, the interval is at least the t interval of round ratios
 # Student-t 97.5% quantiles by degrees of freedom (a 95% two-sided interval; >30: 1.96)
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
          9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
@@ -110,7 +111,7 @@ def _t975(df: int) -> float:
 def _interval(point: float, draws: np.ndarray, per_round: np.ndarray | None = None) -> Interval:
     """Percentile interval of ``draws``, widened to the t interval of ``per_round`` (logs)."""
     lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
-    if per_round is not None and per_round.size >= 2:
+    if per_round is not None and per_round.size >= MIN_ROUNDS_T:
         half = _t975(per_round.size - 1) * per_round.std(ddof=1) / np.sqrt(per_round.size)
         lo = min(lo, point * np.exp(-half))
         hi = max(hi, point * np.exp(half))

@@ -223,14 +223,31 @@ class ParameterServerReducer(Reducer):
 
         comm, W = self.comm, self.num_workers
         headers = np.zeros((W, 4), dtype=np.int64)
+        # a worker that never calls again nor close()s would leave this server waiting
+        # silently: after MPICOMM_STALL_WARN_S seconds (default 60; 0: never) say which
+        import os
+        import sys
+
+        warn_s = float(os.environ.get("MPICOMM_STALL_WARN_S", "60") or 0)
         while True:
             # 1. one header from every worker: all reduce the same shape, or all close
-            MPI.Request.Waitall(
-                [
-                    comm.Irecv(headers[i], source=w, tag=_TAG_HEADER)
-                    for i, w in enumerate(self.workers)
-                ]
-            )
+            reqs = [comm.Irecv(headers[i], source=w, tag=_TAG_HEADER)
+                    for i, w in enumerate(self.workers)]
+            started = time.monotonic()
+            deadline = started + warn_s if warn_s > 0 else float("inf")
+            while not MPI.Request.Testall(reqs):
+                if time.monotonic() > deadline:
+                    silent = [w for w, r in zip(self.workers, reqs, strict=True) if not r.Test()]
+                    deadline += warn_s
+                    if not silent:  # they arrived meanwhile
+                        continue
+                    sys.stderr.write(
+                        f"mpicomm: ps: server rank {self.rank} has waited "
+                        f"{time.monotonic() - started:.0f} s for "
+                        f"workers {silent} (no allreduce, no close()): a worker that ends "
+                        "without close() (or `with make_reducer(...)`) leaves its server "
+                        "waiting\n")
+                    sys.stderr.flush()
             t0 = time.perf_counter()
             cmds = headers[:, 0]
             if (cmds == _CMD_CLOSE).all():

@@ -18,34 +18,25 @@ from mpicomm.core.units import fmt_bytes, fmt_num
 __all__ = ["LEGEND", "METHOD", "legend", "verdicts", "verdict_lines", "reading",
            "algorithm_at", "busiest_bytes_formula"]
 
-LEGEND = {  # printed column name -> meaning
-    "strategy": "gradient-sync strategy",
-    "ranks": "MPI ranks in the job",
-    "workers": "ranks that train (dedicated ps servers only serve)",
-    "samples/s": "training samples per second, all workers together (median round)",
-    "±": "spread of samples/s: the larger of the 95% bootstrap half-width over steps and "
-         "half the range over rounds",
-    "step ms": "median step time (each step averaged over the workers)",
-    "p90": "90th percentile of the step time",
-    "compute": "share of the step in forward + backward",
-    "comm": "share of the step in the gradient allreduce",
-    "opt": "share of the step in the optimizer update (SGD with momentum)",
-    "other": "share of the step outside compute, comm and opt (data, Python, logging)",
-    "comm ms": "measured allreduce time per step",
-    "model ms": "allreduce time per step predicted by the α-β-γ cost model",
-    "KB/step": "kilobytes sent per step by the busiest rank (1 KB = 1000 B)",
-    "loss": "final training loss on the scored training rows",
-    "train": "accuracy on the scored training rows",
-    "test": "accuracy on the held-out rows",
-    "eff": "scaling efficiency: samples/s / (workers × 1-worker samples/s)",
-}
+LEGEND = [  # (printed column names, meaning): one entry per group of columns
+    (("ranks", "workers"), "MPI ranks / ranks that train (dedicated ps servers only serve)"),
+    (("samples/s",), "samples per second, all workers (median round)"),
+    (("±",), "its noise: 95% bootstrap half-width over steps, or half the range over rounds"),
+    (("step ms", "p90"), "median / 90th-percentile step time"),
+    (("compute", "comm", "opt", "other"),
+     "shares of the step: forward+backward / allreduce / SGD update / the rest (data, Python)"),
+    (("comm ms", "model ms"), "allreduce ms per step: measured / α-β-γ model"),
+    (("KB/step",), "KB (1000 B) sent per step by the busiest rank"),
+    (("loss", "train", "test"), "final loss / accuracy on training rows / on held-out rows"),
+    (("eff",), "samples/s over (workers × the 1-worker samples/s)"),
+]
 
 METHOD = (
     "Method: each round's step times are summarised by their median, and a strategy's speed "
     "is its global batch over the mean of its round medians. A bootstrap redraws the steps "
     "inside each round and the rounds (the same rounds for every strategy, since they took "
     "turns) 2,000 times with a fixed seed; the middle 95% of the redrawn speed ratios, widened "
-    "to the Student-t interval of the per-round ratios when there are several rounds, is the "
+    "to the Student-t interval of the per-round ratios from three rounds on, is the "
     "interval. A strategy beats another only when the whole interval lies beyond 1 (and beyond "
     "the gap measured between two runs of one algorithm, when the job has such a pair); "
     "otherwise the verdict is a tie."
@@ -54,8 +45,13 @@ METHOD = (
 
 def legend(headers: list[str], explain: bool = False) -> list[str]:
     """Return the legend lines for the printed column names ``headers`` (+ the method)."""
-    text = "columns: " + "; ".join(f"{h}: {LEGEND[h]}" for h in headers if h in LEGEND) + "."
-    lines = textwrap.wrap(text, 100, subsequent_indent="  ")
+    parts = []
+    for names, meaning in LEGEND:
+        shown = [h for h in names if h in headers]
+        if shown:
+            parts.append(f"{' / '.join(shown)}: {meaning}" if len(shown) == len(names) else
+                         f"{' / '.join(shown)}: {meaning} (of: {' / '.join(names)})")
+    lines = textwrap.wrap("columns: " + "; ".join(parts) + ".", 100, subsequent_indent="  ")
     if explain:
         lines += textwrap.wrap(METHOD, 100)
     return lines
@@ -142,8 +138,9 @@ def busiest_bytes_formula(rec: dict) -> tuple[str, float] | None:
     if algo == "ps":
         S = len(rec.get("reducer", {}).get("servers") or [0])
         if rec.get("reducer", {}).get("dedicated"):
-            return (f"max(W·n/S, n), W={W} S={S}", max(W * n / S, n))
-        return f"(S-1)/S·n + (W-1)/S·n, W={W} S={S}", (S - 1) / S * n + (W - 1) / S * n
+            return (f"max(W·n/S, n) with W = {W}, S = {S}", max(W * n / S, n))
+        return (f"(S-1)/S·n + (W-1)/S·n with W = {W}, S = {S}",
+                (S - 1) / S * n + (W - 1) / S * n)
     if algo == "recursive_doubling" and p & (p - 1) == 0:
         return "lg p·n", math.log2(p) * n
     return None
@@ -162,7 +159,7 @@ def bytes_line(records: list[dict]) -> str:
         if f is not None:
             formula, want = f
             match = abs(r["bytes_per_step"] - want) <= 0.05 * want + 64
-            shown += f" ({formula} = {_kb(want)}{'' if match else ', not what it sent'})"
+            shown += f" ({formula}: {_kb(want)}{'' if match else ', not what it sent'})"
         parts.append(shown)
     n = records[0]["grad_bytes"]
     return (f"bytes sent per step by the busiest rank (KB/step; n = {fmt_bytes(n, binary=False)} "
