@@ -171,8 +171,8 @@ def workers_line(records: list[dict]) -> str | None:
     counts = {r["workers"] for r in records}
     if len(counts) == 1:
         return None
-    shown = ", ".join(f"{r['strategy']} {r['workers']} workers (global batch {r['global_batch']})"
-                      for r in records)
+    shown = ", ".join(f"{r['strategy']} {r['workers']} worker{'s' * (r['workers'] != 1)} "
+                      f"(global batch {r['global_batch']})" for r in records)
     batch = records[0]["global_batch"] // records[0]["workers"]
     return (f"different worker counts: {shown}. Held equal: the ranks ({records[0]['ranks']}), "
             f"the per-worker batch ({batch} rows), the model, data and steps. So samples/s "
