@@ -158,6 +158,10 @@ def test_bytes_line_quotes_the_table_for_every_ps_placement():
     assert "4,792 KB" in report.bytes_line(ded) and "not" not in report.bytes_line(ded)
     one = [rec("ps", 4, 4, 3 * n, servers=[0])]
     assert "not what it sent" not in report.bytes_line(one)
+    hier = rec("hierarchical", 4, 4, 1.5 * n)
+    hier["reducer"] = {"variant": "reduce_scatter", "topology": {"node_sizes": [2, 2]}}
+    line = report.bytes_line([hier])
+    assert "L = 2, N = 2: 2,396 KB" in line and "not what it sent" not in line, line
     assert report.workers_line(recs) is None
     assert "different worker counts" in report.workers_line(recs[:1] + ded)
 

@@ -34,6 +34,7 @@ from mpicomm.core.backend import sync_device
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
+from mpicomm.core.units import jsonable  # NaN/inf -> null: strict JSON
 from mpicomm.reducers import make_reducer, strategies
 from mpicomm.train import metrics
 from mpicomm.train.data import DataError, Shard, load_npz, synthetic
@@ -574,22 +575,9 @@ def write_json(path: str, document: dict) -> None:
     """Write ``document`` as JSON to ``path`` atomically (temp file + os.replace)."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
-        json.dump(_jsonable(document), f, indent=2, allow_nan=False)
+        json.dump(jsonable(document), f, indent=2, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def _jsonable(value: Any) -> Any:
-    """Return ``value`` with NumPy scalars as Python ones, tuples as lists, NaN/inf as None."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def document(command: str, cfg: TrainConfig, records: list[dict], topology: dict,

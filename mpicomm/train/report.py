@@ -131,10 +131,16 @@ def busiest_bytes_formula(rec: dict) -> tuple[str, float] | None:
     """(formula, bytes) sent per step by the busiest rank of ``rec``'s strategy, when known."""
     n, p, W = rec["grad_bytes"], rec["ranks"], rec["workers"]
     algo = algorithm_at(rec)
-    if algo == "ring" or (algo == "hierarchical"
-                          and rec.get("reducer", {}).get("variant", "reduce_scatter")
-                          == "reduce_scatter"):
+    if algo == "ring":
         return "2(p-1)/p·n", 2 * (p - 1) / p * n
+    if algo == "hierarchical":
+        d = rec.get("reducer", {})
+        sizes = (d.get("topology") or {}).get("node_sizes") or []
+        if d.get("variant", "reduce_scatter") != "reduce_scatter" or len(set(sizes)) != 1:
+            return None
+        L, N = sizes[0], len(sizes)  # ranks per node, nodes (real or simulated)
+        return (f"2(L-1)/L·n inside nodes + 2(N-1)/N·n/L across them, L = {L}, N = {N}",
+                2 * (L - 1) / L * n + 2 * (N - 1) / N * n / L)
     if algo == "ps":
         S = len(rec.get("reducer", {}).get("servers") or [0])
         if rec.get("reducer", {}).get("dedicated"):
