@@ -18,20 +18,24 @@ INSTALL_HINT = ("install CuPy for your CUDA: pip install 'mpicomm[gpu]' (cupy-cu
                 "or pip install cupy-cuda11x")
 
 
-def import_cupy(who: str) -> Any:
-    """Return the ``cupy`` module, or raise ``ConfigError`` saying how to get it."""
+def import_cupy(who: str = "") -> Any:
+    """Return the ``cupy`` module, or raise ``ConfigError`` saying how to get it.
+
+    ``who`` (e.g. "bench") prefixes the message; "" when the caller adds its own.
+    """
+    who = f"{who}: " if who else ""
     try:
         import cupy
     except ImportError as exc:
-        raise ConfigError(f"{who}: --device gpu needs CuPy, which is not installed "
+        raise ConfigError(f"{who}--device gpu needs CuPy, which is not installed "
                           f"({exc.name or 'cupy'}); {INSTALL_HINT}") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # noqa: BLE001 - CUDA driver missing or broken
-        raise ConfigError(f"{who}: --device gpu: CuPy {cupy.__version__} finds no usable CUDA "
+        raise ConfigError(f"{who}--device gpu: CuPy {cupy.__version__} finds no usable CUDA "
                           f"device ({type(exc).__name__}: {exc})") from None
     if count < 1:
-        raise ConfigError(f"{who}: --device gpu: CuPy {cupy.__version__} sees no GPU")
+        raise ConfigError(f"{who}--device gpu: CuPy {cupy.__version__} sees no GPU")
     return cupy
 
 

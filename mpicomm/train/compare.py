@@ -170,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
     model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
-        rec["predicted_comm_s"] = costmodel.predict(name, rec["ranks"], rec["grad_bytes"], model,
-                                                    opts)
+        # auto: at the switch size it actually used (its own calibration), not this model's
+        rec["predicted_comm_s"] = costmodel.predict(
+            name, rec["ranks"], rec["grad_bytes"], model, opts,
+            rec.get("reducer", {}).get("crossover_bytes"))
     if rank0:
         _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
     return 0

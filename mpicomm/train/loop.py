@@ -123,7 +123,7 @@ class TrainConfig:
         if self.device == "gpu":  # missing CuPy: one line with the install hint, not a traceback
             from mpicomm.core.gpu import import_cupy
 
-            import_cupy("--device gpu")
+            import_cupy()
         if not 0 < self.holdout < 1:
             bad(f"--holdout must be in (0, 1), got {self.holdout!r}")
         if (self.resume or self.checkpoint_every) and not self.checkpoint:
