@@ -544,7 +544,8 @@ def run(args: argparse.Namespace) -> int:
               f"x{args.stepfactor:g}, iters {cfg.iters} x {cfg.rounds} rounds, warmup "
               f"{cfg.warmup}, check {cfg.check}, thread level {level['provided']}")
         print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
-        print(LEGEND.replace("vs baseline:", f"vs baseline ({args.baseline}):"))
+        print(LEGEND.replace("vs baseline:", f"vs baseline ({args.baseline}"
+                             f"{'' if args.baseline in names else ', not in this run: -'}):"))
         if sharing:
             print(f"# {sharing}")
         print(HEADER, flush=True)

@@ -223,6 +223,11 @@ def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None
                 "step, so the strategies can differ by little.")
     lines.append(why)
     lines.append(bytes_line(records))
+    for r in records:
+        x = r.get("reducer", {}).get("crossover_bytes")
+        if r["strategy"] == "auto" and x is not None:
+            lines.append(f"auto ran {algorithm_at(r)} at n = {fmt_bytes(r['grad_bytes'])} (its "
+                         f"switch size, calibrated at start-up: {fmt_bytes(x)}).")
     w = workers_line(records)
     if w:
         lines.append(w)
