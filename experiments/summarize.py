@@ -9,12 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-
-def human(n: int) -> str:
-    for unit, shift in (("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"
+from mpicomm.core.units import fmt_bytes as human  # the one byte formatter
 
 
 def load(path: Path) -> dict | None:

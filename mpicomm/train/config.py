@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.reducers import strategies
@@ -152,6 +153,10 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--dtype must be float32 or float64, got {cfg.dtype!r}")
     if cfg.device not in ("cpu", "gpu"):
         bad(f"--device must be cpu or gpu, got {cfg.device!r}")
+    if cfg.device == "gpu":  # missing CuPy: one line with the install hint, not a traceback
+        from mpicomm.core.gpu import import_cupy
+
+        import_cupy()
     if not 0 < cfg.holdout < 1:
         bad(f"--holdout must be in (0, 1), got {cfg.holdout!r}")
     if (cfg.resume or cfg.checkpoint_every) and not cfg.checkpoint:
@@ -241,13 +246,7 @@ def field_help(cls: type = TrainConfig) -> dict[str, str]:
     return {name: " ".join(parts) for name, parts in helps.items()}
 
 
-class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show defaults in --help, except for on/off switches that default to off."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.nargs == 0 and not action.default:
-            return action.help or ""
-        return super()._get_help_string(action)
+_DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
 
 
 def _base_type(hint: Any) -> tuple[Any, bool]:
