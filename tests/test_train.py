@@ -246,6 +246,8 @@ def test_flags_are_generated_from_every_config_field():
     for f in dataclasses.fields(TrainConfig):
         assert helps.get(f.name), f"{f.name}: no help comment"
         default = ",".join(map(str, f.default)) if isinstance(f.default, tuple) else f.default
+        if f.default == ():  # a repeatable flag (action="append"): absent is None
+            default = None
         assert getattr(train_args, f.name) == default, f.name
         assert hasattr(compare_args, f.name) == (f.name not in SINGLE_RUN_ONLY), f.name
     assert TrainConfig.from_args(train_args) == TrainConfig()

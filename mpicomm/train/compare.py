@@ -37,7 +37,9 @@ from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.reducers import strategies
 from mpicomm.train import loop as T
-from mpicomm.train import metrics, report
+from mpicomm.train import metrics
+from mpicomm.train import reading as report
+from mpicomm.train.report import COLUMNS
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES"]
 
@@ -211,7 +213,7 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
     print()
     for line in lines:
         print(line)
-    headers = [h for h, k, _ in T.COLUMNS if any(r.get(k) is not None for r in records)]
+    headers = [h for h, k, _ in COLUMNS if any(r.get(k) is not None for r in records)]
     print()
     for line in report.legend(headers, explain=args.explain):
         print(line)
