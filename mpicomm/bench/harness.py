@@ -34,8 +34,9 @@ from mpi4py import MPI
 
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
 from mpicomm.bench.allreduce import AllreduceTest
+from mpicomm.codecs import make_reducer
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
-from mpicomm.reducers import make_reducer, strategies
+from mpicomm.reducers import strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
            "run", "RECORD_KEYS"]
@@ -251,6 +252,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
                    help="MPI thread level to request (read before MPI starts; "
                    "or MPICOMM_THREAD_LEVEL)")
+    p.add_argument("--compress", default="none",
+                   help="gradient compression: none | fp16 | int8 | topk:RATIO[:noef] "
+                        "(lossy: result checks are off unless none)")
     p.add_argument("--json", default=None, metavar="PATH", help="write records as JSON")
     p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
 
@@ -259,7 +263,8 @@ def reducer_options(args: argparse.Namespace) -> dict:
     """The ``ReducerOptions`` fields the command line sets (passed to every strategy)."""
     return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
             "servers": args.servers, "dedicated": args.dedicated,
-            "crossover_bytes": args.crossover_bytes, "validate": args.validate}
+            "crossover_bytes": args.crossover_bytes, "validate": args.validate,
+            "compress": args.compress}
 
 
 def usage_error(message: str) -> int:
@@ -380,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = BenchConfig(sizes=tuple(size_list(args.minbytes, args.maxbytes, args.stepfactor)),
                       iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
-                      check=args.check,
+                      check=args.check if args.compress == "none" else 0,
                       dtype=args.datatype, op=args.op, seed=args.seed)
     options = reducer_options(args)
     ReducerOptions.from_kwargs("bench", **options)  # bad values: one line, before the header
