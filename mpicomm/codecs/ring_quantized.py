@@ -2,7 +2,7 @@
 
 p ranks on a ring, the buffer of n values cut in p segments (``chunk_bounds``);
 ``enc`` is the codec (``quantize.Fp16Codec`` / ``Int8Codec``), b its bytes per
-value (2 for fp16, 1 + 4/256 for int8; float32 itself is 4).
+value (2 for fp16, 1 + 4/64 for int8; float32 itself is 4).
 
 0. (op="mean") every rank scales its input by 1/p first, so no partial sum
    exceeds the largest input (fp16 cannot overflow on the way).
@@ -21,7 +21,7 @@ Cost (α latency, β s/byte, γ s/byte to add; ε s/value to encode or decode):
     T = 2(p-1)·α + 2·(p-1)/p·n·b·β + (p-1)/p·n·(4γ + 3ε)
     bytes sent per rank = 2·(p-1)/p·n·b   (+ headers: 4 per message for fp16)
 
-against 2·(p-1)/p·n·4 without compression: ×0.5 (fp16), ×0.254 (int8).
+against 2·(p-1)/p·n·4 without compression: ×0.5 (fp16), ×0.266 (int8).
 
 Error (per element, p ranks, inputs x_r after step 0): every partial sum is
 rounded once per hop (p-1 times in step 1) and the final sum once (step 2):
@@ -29,7 +29,7 @@ rounded once per hop (p-1 times in step 1) and the final sum once (step 2):
     fp16: |err| ≤ p·2^-11·Σ_r|x_r|                 (+ the underflow term of quantize.py)
     int8: |err| ≤ (p/2)·max_hops scale,  scale ≤ Σ_r max_chunk|x_r| / 127
 
-(chunk = the 256 values of a message sharing one scale).
+(chunk = the 64 values of a message sharing one scale).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Per call on a buffer of m values, with k = min(m, max(1, ceil(RATIO·m))):
 
 1. acc = x + residual (the residual of this buffer from the previous call;
    zero at first, and always zero without error feedback);
-2. idx = the k positions of largest |acc| (``np.argpartition``), val = acc[idx];
+2. idx = the k positions of largest |acc| (``top_k``: a sampled threshold,
+   then ``np.argpartition`` over the candidates; exact), val = acc[idx];
 3. error feedback: residual = acc with acc[idx] set to 0 — what was not sent
    waits for the next step (``:noef``: residual stays 0, the rest is dropped).
 
@@ -27,6 +28,28 @@ import math
 import numpy as np
 
 __all__ = ["TopKCodec"]
+
+
+def top_k(mag: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest of ``mag`` (any order), exactly.
+
+    A threshold t from a strided sample (its top 2k/m fraction) keeps the
+    candidates mag >= t; when there are at least k of them they hold the top k
+    (the k-th largest is then >= t), and one ``argpartition`` over the few
+    candidates picks them. Otherwise ``argpartition`` over all of ``mag``.
+    """
+    m = mag.size
+    if k >= m:
+        return np.arange(m)
+    stride = max(1, m // 16384)  # a sample of about 16k values
+    if stride > 1:
+        sample = mag[::stride]
+        want = min(sample.size - 1, max(1, (2 * k * sample.size) // m))
+        t = np.partition(sample, sample.size - want)[sample.size - want]
+        cand = np.flatnonzero(mag >= t)
+        if cand.size >= k:
+            return cand[np.argpartition(mag[cand], cand.size - k)[cand.size - k :]]
+    return np.argpartition(mag, m - k)[m - k :]
 
 
 class TopKCodec:
@@ -84,10 +107,7 @@ class TopKCodec:
             mag = self._abs[x.dtype.char] = np.empty(m, dtype=x.dtype)
         np.abs(acc, out=mag[:m])
         idx, val = self.split(msg, k, x.dtype)
-        if k < m:
-            idx[:] = np.argpartition(mag[:m], m - k)[m - k :]
-        else:
-            idx[:] = np.arange(m, dtype=np.int32)
+        idx[:] = top_k(mag[:m], k)
         np.take(acc, idx, out=val)
         acc[idx] = 0
         if not self.error_feedback:

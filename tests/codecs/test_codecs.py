@@ -127,10 +127,10 @@ def test_refusals_on_every_rank_and_compressed_bytes(nranks):
     res = run_script(nranks, "check_codec_setup.py", timeout=180).expect_ok()
     if nranks > 1:
         r = res.records[0]["ratios"]
-        assert 0.45 < r["fp16"] <= 0.51 and 0.24 < r["int8"] <= 0.26, r
+        assert 0.45 < r["fp16"] <= 0.51 and 0.25 < r["int8"] <= 0.27, r
         assert 0 < r["topk:0.01"] <= 0.01 * nranks * 1.01 and r["topk:0.01:noef"] == r[
             "topk:0.01"], r
-        assert r["ps fp16"] <= 0.51 and r["ps int8"] <= 0.26 and r["ps topk:0.01"] < 0.1, r
+        assert r["ps fp16"] <= 0.51 and r["ps int8"] <= 0.27 and r["ps topk:0.01"] < 0.1, r
 
 
 SMALL = ["--layers", "16,32,32,4", "--train-samples", "1024", "--test-samples", "256",
