@@ -31,12 +31,14 @@ __all__ = ["TopKCodec"]
 
 
 def top_k(mag: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest of ``mag`` (any order), exactly.
+    """Indices of the ``k`` largest of ``mag`` (any order; ties broken arbitrarily), exactly.
 
-    A threshold t from a strided sample (its top 2k/m fraction) keeps the
-    candidates mag >= t; when there are at least k of them they hold the top k
-    (the k-th largest is then >= t), and one ``argpartition`` over the few
-    candidates picks them. Otherwise ``argpartition`` over all of ``mag``.
+    A threshold t from a strided sample (its top 2k/m fraction) splits ``mag``:
+    when fewer than k values exceed t but at least k reach it, t is the k-th
+    largest — take those above and fill with those equal (ties, zeros of a
+    sparse input); when at least k exceed t, the top k are among them, and
+    one ``argpartition`` over these few candidates picks them. Otherwise (t
+    too high) ``argpartition`` over all of ``mag``.
     """
     m = mag.size
     if k >= m:
@@ -46,9 +48,12 @@ def top_k(mag: np.ndarray, k: int) -> np.ndarray:
         sample = mag[::stride]
         want = min(sample.size - 1, max(1, (2 * k * sample.size) // m))
         t = np.partition(sample, sample.size - want)[sample.size - want]
-        cand = np.flatnonzero(mag >= t)
-        if cand.size >= k:
-            return cand[np.argpartition(mag[cand], cand.size - k)[cand.size - k :]]
+        above = np.flatnonzero(mag > t)
+        if above.size >= k:
+            return above[np.argpartition(mag[above], above.size - k)[above.size - k :]]
+        equal = np.flatnonzero(mag == t)
+        if above.size + equal.size >= k:
+            return np.concatenate((above, equal[: k - above.size]))
     return np.argpartition(mag, m - k)[m - k :]
 
 
