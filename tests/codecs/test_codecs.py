@@ -169,3 +169,18 @@ def _test_accuracy(doc):
             if isinstance(rec, dict) and key in rec:
                 return rec[key]
     raise AssertionError(f"no accuracy in {list(doc)}")
+
+
+def test_bench_takes_compress(tmp_path):
+    out = {}
+    for codec in ("none", "int8"):
+        path = tmp_path / f"{codec}.json"
+        res = run_mpi(2, ["-m", "mpicomm", "bench", "--strategies", "ring,ps", "-b", "64K",
+                          "-e", "64K", "-n", "2", "-w", "1", "--compress", codec,
+                          "--json", str(path)], timeout=120)
+        assert res.returncode == 0, res.tail()
+        out[codec] = {r["strategy"]: r for r in json.loads(path.read_text())["results"]}
+    import mpicomm
+    from mpicomm.codecs import make_reducer
+    assert mpicomm.make_reducer is make_reducer
+    assert out["int8"]["ring"]["time_us"] > 0 and out["none"]["ps"]["time_us"] > 0
