@@ -1,17 +1,27 @@
 #!/bin/sh
-# Reproduce the benchmark tables of README.md on one host. Results go to experiments/results/
-# (JSON, CSV and the printed tables); experiments/summarize.py turns them into Markdown.
+# Every figure of experiments/README.md, reproduced by one command (it calls `mpicomm experiments`):
 #
-#   sh experiments/run_all.sh              # everything (about 5 minutes on 2 cores)
-#   sh experiments/run_all.sh bench model  # only some parts: bench model gloo ps
+#   sh experiments/run_all.sh --quick      # small sweeps, at most 10 minutes on 2 cores
+#   sh experiments/run_all.sh              # the full sweeps, at most an hour
+#   sh experiments/run_all.sh --only 1,8   # some figures (the README keeps the others)
 #
-# Each part first waits for the machine to be quiet (experiments/wait_quiet.sh):
-# numbers taken while another job runs are not comparable.
+# JSON goes to experiments/results/, PNGs to experiments/figures/, and experiments/README.md
+# is regenerated (each figure, the command that made it, its conclusion). Needs the [plot]
+# extra: pip install -e ".[mpich,plot]".
+#
+# The tables of the top-level README.md (bench/model/gloo/ps at 2-4 ranks, read by
+# experiments/summarize.py) are the `tables` part:
+#
+#   sh experiments/run_all.sh tables [bench model gloo ps]
 set -e
 cd "$(dirname "$0")/.."
+PY=${PYTHON:-python}
+if [ "${1:-}" != tables ]; then
+  exec $PY -m mpicomm experiments "$@"
+fi
+shift
 out=experiments/results
 mkdir -p "$out"
-PY=${PYTHON:-python}
 TORCH_PY=${TORCH_PYTHON:-/tmp/venvtorch/bin/python}
 parts=${*:-bench model gloo ps}
 

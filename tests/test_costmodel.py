@@ -101,3 +101,42 @@ def test_model_command(tmp_path):
     for r in rows:
         assert r["predicted_us"] > 0 and r["time_us"] > 0 and r["wrong"] == 0
     assert "predicted" in res.stdout and "meas/pred" in res.stdout
+
+
+def _flat_link(alpha, beta, emulated=None):
+    sizes = [8 << k for k in range(24)]
+    link = LinkModel(alpha, sizes, [beta] * len(sizes), beta, None, [beta] * len(sizes), alpha,
+                     beta)
+    link.emulated = emulated
+    return link
+
+
+def test_emulated_link_takes_the_slower_of_emulated_and_real():
+    from mpicomm.costmodel import emulated_link
+
+    fast = emulated_link(_flat_link(1e-6, 1e-10), 20e-6, 1e9, "20us,1GB/s")
+    assert fast.alpha == fast.exchange_alpha() == 20e-6 and fast.emulated == "20us,1GB/s"
+    assert fast.beta_at(1 << 20) == pytest.approx(1e-9)
+    assert fast.beta_x_at(64) == pytest.approx(1e-9)
+    # a real link slower than the emulated one (100 MB/s): the real time stands
+    slow = emulated_link(_flat_link(1e-6, 1e-8), 20e-6, 1e9)
+    m = 1 << 20
+    assert slow.alpha + m * slow.beta_at(m) == pytest.approx(1e-6 + m * 1e-8)
+
+
+def test_ps_over_interfaces_by_hand():
+    """4 ranks as 2 nodes x 2, one colocated server (rank 0), 16 MB in 1 MB pieces.
+
+    push, per round: rank 2's piece on its emulated interface, 2e-5 + 1e6·1e-9 = 1.02e-3
+    (rank 1's real push into rank 0 takes 1.01e-4); adds 3·1e6·γ = 3e-4 overlap the next
+    round: 16·1.02e-3 + 3e-4. pull: rank 0's interface carries 2 answers of 16 MB:
+    2·(2e-5 + 1.6e-2)."""
+    from mpicomm.costmodel import ps_time_interfaces
+
+    inter, intra = _flat_link(2e-5, 1e-9, "20us,1GB/s"), _flat_link(1e-6, 1e-10)
+    t = ps_time_interfaces(16e6, [0], [0, 1, 2, 3], [0, 0, 1, 1],
+                           lambda remote: inter if remote else intra, 1e-10, piece=1e6)
+    assert t == pytest.approx(16 * 1.02e-3 + 3e-4 + 2 * (2e-5 + 1.6e-2))
+    params = ModelParams(intra, inter, intra.sizes, [1e-10] * len(intra.sizes), 2, 2)
+    assert predict("ps", 4, 16 * (1 << 20), params, {"ranks_per_node": 2}) > predict(
+        "ring", 4, 16 * (1 << 20), params)

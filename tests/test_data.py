@@ -81,3 +81,66 @@ def test_unreadable_npz(tmp_path):
     (tmp_path / "junk.npz").write_text("not a zip")
     with pytest.raises(DataError, match="cannot read as .npz"):
         load_npz(str(tmp_path / "junk.npz"), 4, 3, holdout=0.2, seed=0)
+
+
+# ------------------------------------------------------------------ digits (scikit-learn)
+def test_digits_loads_scaled_and_splits_reproducibly_per_class():
+    pytest.importorskip("sklearn")
+    from mpicomm.train.data import digits
+
+    a = digits(64, 10, holdout=0.2, seed=3)
+    assert a.x_train.shape[1] == 64 and a.x_train.dtype == np.float32
+    assert len(a.x_train) + len(a.x_test) == 1797
+    assert 0.0 <= a.x_train.min() and a.x_train.max() <= 1.0 and a.x_train.max() > 0.9
+    # stratified: every class holds out round(0.2 × its count) rows
+    full = np.bincount(np.concatenate([a.y_train, a.y_test]), minlength=10)
+    np.testing.assert_array_equal(np.bincount(a.y_test, minlength=10), np.round(0.2 * full))
+    rows = {r.tobytes() for r in np.concatenate([a.x_train, a.x_test])}
+    assert len(rows) > 1700  # a split, not a resample (a few digits images are duplicates)
+    b = digits(64, 10, holdout=0.2, seed=3, dtype="float64")
+    np.testing.assert_array_equal(a.y_test, b.y_test)
+    np.testing.assert_array_equal(a.x_test, b.x_test.astype(np.float32))
+    c = digits(64, 10, holdout=0.2, seed=4)
+    assert not np.array_equal(a.y_test, c.y_test) or not np.array_equal(a.x_test, c.x_test)
+
+
+def test_digits_refuses_layers_that_do_not_fit():
+    from mpicomm.train.data import digits
+
+    with pytest.raises(DataError, match=r"64 features and 10 classes but --layers is 256,...,10"):
+        digits(256, 10, holdout=0.1, seed=0)
+
+
+def test_digits_without_scikit_learn_says_how_to_install(monkeypatch):
+    import builtins
+
+    from mpicomm.train.data import digits
+
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.split(".")[0] == "sklearn":
+            raise ImportError("No module named 'sklearn'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    with pytest.raises(DataError, match=r"needs scikit-learn .*mpicomm\[data\]"):
+        digits(64, 10, holdout=0.1, seed=0)
+
+
+def test_digits_trains_above_90_percent_held_out_at_2_ranks(tmp_path):
+    """The documented command: mpiexec -n 2 python -m mpicomm train --data digits --layers
+    64,128,10 (300 steps); held-out accuracy from its JSON."""
+    pytest.importorskip("sklearn")
+    import json
+
+    from mpi_harness import run_mpi
+
+    out = tmp_path / "d.json"
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--data", "digits", "--layers", "64,128,10",
+                      "--log-every", "0", "--json", str(out)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["workers"] == 2 and rec["params_in_sync"]
+    assert rec["test_accuracy"] >= 0.90, rec["test_accuracy"]
+    assert rec["train_loss_last"] < 0.5 * rec["train_loss_first"]

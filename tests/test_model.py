@@ -111,8 +111,15 @@ def test_evaluate_counts_correct_and_matches_loss():
 @pytest.mark.parametrize(
     "text, msg",
     [("10", "at least 2 widths"), ("10,x,3", "'x' is not an integer"), ("10,0,3", ">= 1"),
-     ("10,1", "at least 2 classes")],
+     ("10,1", "at least 2 classes"), ("10,8x0,3", "the count must be >= 1"),
+     ("10,8xy,3", "'8xy' is not an integer or WIDTHxCOUNT")],
 )
 def test_parse_layers_refuses_bad_widths(text, msg):
     with pytest.raises(ValueError, match=msg):
         parse_layers(text)
+
+
+def test_parse_layers_expands_repeats():
+    assert parse_layers("256,64x3,10") == (256, 64, 64, 64, 10)
+    assert parse_layers("4x2,3") == (4, 4, 3)
+    assert len(parse_layers("64,64x48,10")) == 50

@@ -231,3 +231,36 @@ def test_config_refuses_invalid_values():
     assert cfg.layers == (8, 4)
     with pytest.raises(Exception, match="cannot assign|frozen"):
         cfg.lr = 1.0
+
+
+def test_flags_are_generated_from_every_config_field():
+    import dataclasses
+
+    from mpicomm.train.config import SINGLE_RUN_ONLY, field_help
+
+    helps = field_help()
+    parser = build_parser()
+    train_args, compare_args = parser.parse_args(["train"]), parser.parse_args(["compare"])
+    for f in dataclasses.fields(TrainConfig):
+        assert helps.get(f.name), f"{f.name}: no help comment"
+        default = ",".join(map(str, f.default)) if isinstance(f.default, tuple) else f.default
+        assert getattr(train_args, f.name) == default, f.name
+        assert hasattr(compare_args, f.name) == (f.name not in SINGLE_RUN_ONLY), f.name
+    assert TrainConfig.from_args(train_args) == TrainConfig()
+    args = parser.parse_args(["train", "--no-overlap", "--bucket-mb", "0", "--accumulate", "4",
+                              "--layers", "256,64x48,10", "--scale-lr"])
+    cfg = TrainConfig.from_args(args)
+    assert (cfg.overlap, cfg.bucket_mb, cfg.accumulate, cfg.scale_lr) == (False, 0.0, 4, True)
+    assert cfg.layers == (256, *[64] * 48, 10)
+    assert "validate" in helps and "MPICOMM_VALIDATE" in helps["validate"]  # continued comment
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"bucket_mb": -1}, "--bucket-mb must be a number >= 0"),
+    ({"accumulate": 0}, "--accumulate must be a positive integer"),
+    ({"trace_steps": "5:2", "trace": "t.json"}, "--trace-steps must be A:B"),
+    ({"trace_steps": "2:5"}, "--trace-steps needs --trace"),
+])
+def test_engine_flags_refuse_invalid_values(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**kwargs)

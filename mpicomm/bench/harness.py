@@ -245,6 +245,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ps: the last S ranks only serve (they call serve())")
     p.add_argument("--crossover-bytes", type=parse_bytes, default=None,
                    help="auto: switch size (default: from the cost model)")
+    add_link_arguments(p)
     p.add_argument("--validate", action="store_true",
                    help="check length/dtype/op agreement on every call, as reducers do by "
                         "default (off here: the bench checks results itself; the first call "
@@ -259,12 +260,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
 
 
+def add_link_arguments(p: argparse.ArgumentParser) -> None:
+    """``--inter-link`` / ``--intra-link`` (emulated links, docs/links.md); shared with train."""
+    p.add_argument("--inter-link", default=None, metavar="LATENCY,BANDWIDTH",
+                   help="emulate the links between nodes, e.g. 20us,1GB/s or 5us,100Gb/s "
+                        "(or MPICOMM_INTER_LINK; native cannot be emulated)")
+    p.add_argument("--intra-link", default=None, metavar="LATENCY,BANDWIDTH",
+                   help="emulate the links inside a node (or MPICOMM_INTRA_LINK)")
+
+
 def reducer_options(args: argparse.Namespace) -> dict:
     """The ``ReducerOptions`` fields the command line sets (passed to every strategy)."""
     return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
             "servers": args.servers, "dedicated": args.dedicated,
             "crossover_bytes": args.crossover_bytes, "validate": args.validate,
+            "inter_link": args.inter_link, "intra_link": args.intra_link,
             "compress": args.compress}
+
+
+def emulation_note(options: dict) -> str | None:
+    """One header line naming the emulated links and that native is not emulated; None if off."""
+    from mpicomm.core.options import ReducerOptions
+
+    opts = ReducerOptions.from_kwargs("bench", **options)
+    if not opts.emulated:
+        return None
+    links = ", ".join(f"{k} {v}" for k, v in (("inter", opts.inter_link),
+                                              ("intra", opts.intra_link)) if v is not None)
+    return f"# emulated links: {links}; native is MPI's own collective: NOT emulated"
 
 
 def usage_error(message: str) -> int:
@@ -397,6 +420,9 @@ def run(args: argparse.Namespace) -> int:
               f"iters {cfg.iters} x {cfg.rounds} rounds, warmup {cfg.warmup}, check {cfg.check}, "
               f"thread level {level['provided']}")
         print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
+        note = emulation_note(options)
+        if note:
+            print(note)
         print(f"# time: median over calls of the slowest rank; vs baseline = "
               f"{args.baseline} time / time")
         print(HEADER, flush=True)

@@ -9,7 +9,10 @@ from dataclasses import asdict
 from mpi4py import MPI
 
 from mpicomm.bench.measure import measure
-from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict
+from mpicomm.bench.predict import add_arguments as predict_arguments
+from mpicomm.bench.predict import run_predict
+from mpicomm.core.options import ReducerOptions
+from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 
 __all__ = ["add_arguments", "run"]
 
@@ -19,9 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     bench_arguments(p)
     p.set_defaults(minbytes=4096, iters=20)
+    predict_arguments(p)  # --predict and its flags (mpicomm.bench.predict)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.predict:  # formulas only, for a cluster that is not here (mpicomm.bench.predict)
+        return run_predict(args)
     from mpicomm.bench import harness as bench
     from mpicomm.core.environment import environment
 
@@ -35,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.datatype,
         op=args.op, seed=args.seed)
     options = bench.reducer_options(args)
-    # 1. parameters; 2. measurements; 3. the table, rank 0
+    opts = ReducerOptions.from_kwargs("model", **options)  # a bad link: one line, no message
+    # 1. parameters (measured links; an emulated class takes its flags' latency and
+    # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
+    params = with_emulated_links(params, opts.inter_link, opts.intra_link)
     p = world.Get_size()
     if options["crossover_bytes"] is None:  # auto switches where this model says
         options["crossover_bytes"] = auto_crossover(p, params)
@@ -47,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
         t = predict(row["strategy"], p, row["bytes"], params, options, options["crossover_bytes"])
         row["predicted_us"] = None if t is None else t * 1e6
         row["measured_over_predicted"] = None if not t else row["time_us"] / (t * 1e6)
+    note = bench.emulation_note(options)
+    if note:
+        print(note)
     print_model(params, rows, options["crossover_bytes"])
     meta = {"command": "model", "argv": sys.argv, "environment": environment(),
             "params": asdict(params), "options": options, "config": asdict(cfg),
@@ -68,7 +80,8 @@ def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
     for kind in ("intra", "inter"):
         link = getattr(params, kind)
         fit = 1e-9 / link.beta_fit if link.beta_fit > 0 else float("inf")
-        print(f"# {kind}-node pair {link.pair}: alpha {link.alpha * 1e6:.2f} us (exchange "
+        how = f"emulated {link.emulated}" if link.emulated else f"pair {link.pair}"
+        print(f"# {kind}-node {how}: alpha {link.alpha * 1e6:.2f} us (exchange "
               f"{link.exchange_alpha() * 1e6:.2f} us); 1/beta ping-pong fit {fit:.1f} GB/s")
         print(f"#   1/beta(m) ping-pong GB/s: {_gbps(link.sizes, link.beta)}")
         if link.beta_x:

@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "train the MLP with one sync strategy; time and bytes per step"),
     "compare": ("mpicomm.train.compare",
                 "train under several strategies in one job; side-by-side table"),
+    "plot": ("mpicomm.bench.plot", "draw the standard figures of bench/model/compare/train JSON"),
+    "experiments": ("mpicomm.bench.experiments", "run every figure; PNGs, experiments/README.md"),
 }
 
 

@@ -81,7 +81,8 @@ def parse_link(text: str | LinkSpec | None, what: str = "link") -> LinkSpec | No
     if latency is None or rate is None:
         raise ConfigError(f"{what}={text!r}: expected {LINK_FORMAT}")
     if not (math.isfinite(latency) and math.isfinite(rate)) or rate <= 0:
-        raise ConfigError(f"{what}={text!r}: latency must be finite and bandwidth > 0")
+        raise ConfigError(f"{what}={text!r}: bandwidth must be > 0 and both finite; "
+                          f"expected {LINK_FORMAT}")
     return LinkSpec(latency, rate, stripped)
 
 

@@ -8,20 +8,24 @@ from mpicomm.costmodel.formulas import (
     LinkModel,
     ModelParams,
     auto_crossover,
+    emulated_link,
     fit_alpha_beta,
     hierarchical_time,
     native_time,
     predict,
     ps_time,
+    ps_time_interfaces,
     rabenseifner_time,
     recursive_doubling_time,
     ring_time,
+    with_emulated_links,
 )
 
 __all__ = [
     "ring_time", "recursive_doubling_time", "rabenseifner_time", "native_time", "ps_time",
     "hierarchical_time", "fit_alpha_beta", "LinkModel", "ModelParams", "predict",
-    "auto_crossover", "pingpong", "exchange", "measure_gamma", "quick_params",
+    "auto_crossover", "emulated_link", "with_emulated_links", "ps_time_interfaces",
+    "pingpong", "exchange", "measure_gamma", "quick_params",
 ]
 
 _CALIBRATE = ("pingpong", "exchange", "measure_gamma", "quick_params")

@@ -37,6 +37,15 @@ Parameters, measured (``measure``) between a pair of ranks:
 A formula takes β and γ at the size its messages have (ring: the segment n/p;
 recursive doubling: n; one parameter server: pushes and pulls of n, one way at a
 time, so ping-pong β), by interpolation in log m.
+
+Emulated links (``inter_link``/``intra_link``, see docs/links.md): for an
+emulated class α is the link's latency and β its 1/bandwidth — or the real
+link's, at sizes where the real transfer is slower, since emulation never
+speeds a message up (``emulated_link``). The emulation holds the *sender's*
+interface only, so a parameter server's pushes from W workers on other nodes
+travel in parallel, while its W answers queue on its interface:
+``ps_time_interfaces`` counts messages per interface instead of the incast
+formula above.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ import numpy as np
 __all__ = [
     "ring_time", "recursive_doubling_time", "rabenseifner_time", "native_time", "ps_time",
     "hierarchical_time", "fit_alpha_beta", "LinkModel", "ModelParams", "predict",
-    "auto_crossover",
+    "auto_crossover", "emulated_link", "with_emulated_links", "ps_time_interfaces",
 ]
 
 
@@ -148,6 +157,7 @@ class LinkModel:
     beta_x: list[float] | None = None  # β(m) when both directions move at once (exchange)
     alpha_x: float | None = None  # α of an exchange step (Sendrecv), when measured
     beta_x_fit: float | None = None  # the single β of the α-β fit to the exchange times
+    emulated: str | None = None  # the emulated link ("20us,1GB/s") this model stands for
 
     def beta_at(self, m: float) -> float:
         """β of one-way traffic (ping-pong) at message size m."""
@@ -202,6 +212,91 @@ class ModelParams:
         return self.inter if self.num_nodes > 1 else self.intra
 
 
+def emulated_link(real: LinkModel, latency: float, bandwidth: float,
+                  text: str | None = None) -> LinkModel:
+    """The link a message sees through an emulated interface of (latency, bandwidth).
+
+    Per size m: t(m) = max(latency + m/bandwidth, the real link's t(m)) — the
+    emulation holds a message at least to its link's time and never shortens a
+    slower real transfer. Returned as α = latency, β(m) = (t(m) - α)/m, for
+    ping-pong and exchange alike (each direction holds its own sender's interface).
+    """
+    sizes = list(real.sizes)
+
+    def betas(alpha_real: float, beta_real: list[float]) -> list[float]:
+        out = []
+        for m, b in zip(sizes, beta_real, strict=True):
+            t = max(latency + m / bandwidth, alpha_real + m * b)
+            out.append(max(t - latency, 0.0) / m)
+        return out
+
+    beta = betas(real.alpha, real.beta)
+    beta_x = betas(real.exchange_alpha(), real.beta_x or real.beta)
+    return LinkModel(latency, sizes, beta, 1.0 / bandwidth, real.pair, beta_x, latency,
+                     1.0 / bandwidth, text or f"{latency:g}s,{bandwidth:g}B/s")
+
+
+def with_emulated_links(params: ModelParams, inter=None, intra=None) -> ModelParams:
+    """``params`` with the emulated classes replaced (``inter``/``intra``: objects with
+    ``latency`` and ``bandwidth``, e.g. ``core.links.LinkSpec``; None keeps the measured)."""
+    from dataclasses import replace
+
+    links = {}
+    for kind, spec in (("inter", inter), ("intra", intra)):
+        if spec is not None:
+            links[kind] = emulated_link(getattr(params, kind), spec.latency, spec.bandwidth,
+                                        str(spec))
+    return replace(params, **links)
+
+
+def ps_time_interfaces(n: float, servers: list[int], workers: list[int], node_of: list[int],
+                       link_of, gamma: float, piece: float | None = None) -> float:
+    """Parameter server over emulated interfaces (each rank's messages queue per link class).
+
+    ``link_of(remote: bool) -> LinkModel``; a class whose model has ``emulated``
+    set holds the sender's interface (its messages queue, receivers do not),
+    a real class is charged at the receiver (its incoming messages queue, as the
+    shared memory of a node does). ``piece``: colocated servers take pushes in
+    pieces of at most this many bytes, one round per piece; dedicated servers
+    (``piece`` None) take whole shards, each after an 8·4-byte command header.
+
+    1. push, per round: the slowest interface — a worker's emulated one sends a
+       piece to each server of that class; a server's real one receives one from
+       each worker of that class; the add of a round overlaps the next round's
+       transfer, so a round takes max(transfer, add);
+    2. pull: each server sends its shard to every other worker; per class, the
+       messages of one server queue.
+    """
+    shard = n / len(servers)
+    rounds = 1 if piece is None else max(math.ceil(shard / piece), 1)
+    m = shard if piece is None else min(shard, piece)
+
+    def queue(remote: bool, count: int, size: float, header: bool = False) -> float:
+        if count == 0:
+            return 0.0
+        link = link_of(remote)
+        one = link.alpha + size * link.beta_at(size)
+        return count * (one + (link.alpha if header else 0.0))
+
+    def peers(r: int, among: list[int], remote: bool) -> int:
+        return sum(1 for x in among if x != r and (node_of[x] != node_of[r]) == remote)
+
+    push = 0.0
+    for remote in (False, True):
+        if link_of(remote).emulated:  # the sender's interface: a worker's pushes queue
+            t = max(queue(remote, peers(w, servers, remote), m, piece is None) for w in workers)
+        else:  # the receiver's memory: a server's incoming pushes queue
+            t = max(queue(remote, peers(s, workers, remote), m, piece is None) for s in servers)
+        push = max(push, t)
+    senders = max(len([w for w in workers if w not in servers]) if piece is None
+                  else len(workers) - 1, 1)
+    add = senders * m * gamma
+    push = rounds * max(push, add) + min(push, add)
+    pull = max(queue(remote, peers(s, workers, remote), shard)
+               for s in servers for remote in (False, True))
+    return push + pull
+
+
 def auto_crossover(p: int, params: ModelParams, sizes=None) -> int:
     """Smallest power-of-two size from which the ring is predicted faster than recursive
     doubling, at that size and the next two.
@@ -247,6 +342,8 @@ def predict(strategy: str, p: int, n: float, params: ModelParams, options: dict 
         return recursive_doubling_time(p, n, a, bx(n), g(n))
     if strategy == "native":
         return native_time(p, n, a, bx(n), bx(n / p), g(n), g(n / p))
+    if strategy == "ps" and (params.inter.emulated or params.intra.emulated):
+        return _ps_emulated(p, n, params, o)
     if strategy == "ps":
         # one server: pushes, then pulls, one direction at a time; S > 1: both at once
         s = int(o.get("servers") or 1)
@@ -268,3 +365,24 @@ def predict(strategy: str, p: int, n: float, params: ModelParams, options: dict 
                                  (inter.exchange_alpha(), inter.beta_x_at(m_out)), g(m_in),
                                  variant)
     return None
+
+
+_PIECE_BYTES = 1 << 20  # reducers.ring.PIECE_BYTES (the model does not import the reducers)
+
+
+def _ps_emulated(p: int, n: float, params: ModelParams, o: dict) -> float:
+    """ps on the ranks' interfaces: the placement of ``reducers.ps`` on ``ranks_per_node`` nodes."""
+    s = int(o.get("servers") or 1)
+    dedicated = bool(o.get("dedicated"))
+    local = max(1, int(o.get("ranks_per_node") or params.local_size))
+    node_of = [r // local for r in range(p)]
+    if dedicated:
+        servers, workers = list(range(p - s, p)), list(range(p - s))
+    else:
+        servers, workers = [k * p // s for k in range(s)], list(range(p))
+
+    def link_of(remote: bool) -> LinkModel:
+        return params.inter if remote else params.intra
+
+    return ps_time_interfaces(n, servers, workers, node_of, link_of, params.gamma_at(n / s),
+                              None if dedicated else _PIECE_BYTES)

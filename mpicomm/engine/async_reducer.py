@@ -24,11 +24,17 @@ command-line guard prints it and aborts every rank).
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from typing import Any
 
 __all__ = ["AsyncReducer", "Work", "CommThreadError", "require_thread_multiple"]
+
+# Python hands the GIL to a waiting thread only every switch interval (5 ms by default):
+# a reduction returning from MPI while backward runs small NumPy ops (which keep the GIL)
+# would wait that long per message. 100 µs lets it through promptly.
+SWITCH_INTERVAL_S = 1e-4
 
 
 class CommThreadError(RuntimeError):
@@ -90,10 +96,16 @@ class AsyncReducer:
         reducer: any ``mpicomm`` reducer (a worker rank's).
         on_done: optional ``on_done(work)`` called on the communication thread after
             each successful reduction (e.g. to record a trace event).
+        switch_interval: the interpreter's GIL switch interval while the thread runs
+            (``sys.setswitchinterval``; restored by ``close``; None leaves it alone).
     """
 
-    def __init__(self, reducer: Any, on_done: Any = None) -> None:
+    def __init__(self, reducer: Any, on_done: Any = None,
+                 switch_interval: float | None = SWITCH_INTERVAL_S) -> None:
         require_thread_multiple()
+        self._old_interval = sys.getswitchinterval()
+        if switch_interval is not None:  # hand the GIL back to a returning MPI call sooner
+            sys.setswitchinterval(min(switch_interval, self._old_interval))
         self.reducer = reducer
         self.on_done = on_done
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -121,6 +133,7 @@ class AsyncReducer:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+            sys.setswitchinterval(self._old_interval)
 
     def __enter__(self) -> AsyncReducer:
         return self

@@ -32,6 +32,11 @@ Cost, for S servers each owning n/S bytes (W pushes into each server link):
 (Colocated pushes travel in ⌈(n/S)/PIECE_BYTES⌉ rounds, each ending in a
 ``Waitall``: that many extra α, negligible next to a 1 MiB piece's transfer.)
 
+With emulated links (docs/links.md) only the *sender's* interface is held, so
+the pushes of workers on other nodes travel in parallel while a server's
+answers queue on its interface: T ≈ ⌈(n/S)/piece⌉·(α + piece·β) + k·(α + (n/S)·β)
++ adds, k = the workers on other nodes (``costmodel.ps_time_interfaces``).
+
 With S = 1 the server's link carries 2(W-1)·n bytes: linear in the number of
 workers, the bottleneck the ring removes. With S = W colocated servers each
 link carries 2(W-1)/W·n, as much as the ring — the BytePS argument — and the

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core.links import parse_link
 from mpicomm.core.options import HIERARCHICAL_VARIANTS, parse_compress
 from mpicomm.reducers import strategies
 from mpicomm.train.model import parse_layers
@@ -56,8 +57,8 @@ class TrainConfig:
     seed: int = 0                       # model init, synthetic data, data order
     dtype: str = "float32"              # float32 | float64
     device: str = "cpu"                 # cpu (NumPy) | gpu (CuPy)
-    data: str | None = None             # .npz with x, y [, x_test, y_test]; default: synthetic
-                                        # teacher task
+    data: str | None = None             # .npz (x, y [, x_test, y_test]) or 'digits'; default:
+                                        # synthetic teacher task
     train_samples: int = 16384          # synthetic: training rows
     test_samples: int = 2048            # synthetic: held-out rows
     holdout: float = 0.1                # .npz without x_test: fraction held out
@@ -77,6 +78,9 @@ class TrainConfig:
     validate: bool | None = None        # reducer: ranks' buffers checked on every call (True)
                                         # or the first (False); None: MPICOMM_VALIDATE, else True
     blas_threads: int = 1               # BLAS threads per rank (0 = leave the library default)
+    inter_link: str | None = None       # reducer: emulated inter-node link LATENCY,BANDWIDTH
+                                        # e.g. 20us,1GB/s (docs/links.md)
+    intra_link: str | None = None       # reducer: emulated intra-node link LATENCY,BANDWIDTH
     bucket_mb: float = 25.0             # engine: bucket size in MB (MiB), as DDP; 0 = one
                                         # allreduce per weight and per bias
     overlap: bool = True                # engine: reduce full buckets during backward
@@ -102,6 +106,9 @@ class TrainConfig:
                                 "compress": self.compress}
         if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
             opts["validate"] = self.validate
+        for name in ("inter_link", "intra_link"):  # None: MPICOMM_*_LINK, else not emulated
+            if getattr(self, name) is not None:
+                opts[name] = getattr(self, name)
         return opts
 
     def trace_window(self) -> tuple[int, int]:
@@ -152,6 +159,8 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--ranks-per-node must be >= 1, got {cfg.ranks_per_node}")
     if cfg.servers < 1:
         bad(f"--servers must be >= 1, got {cfg.servers}")
+    for name in ("inter_link", "intra_link"):  # a bad link string: ConfigError, no message
+        parse_link(getattr(cfg, name), f"--{name.replace('_', '-')}")
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")

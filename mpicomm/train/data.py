@@ -8,7 +8,11 @@
    labels; optional ``x_test``/``y_test`` are the held-out split, otherwise a
    seeded ``holdout`` fraction of the rows is held out. Errors name the file,
    the array and expected vs got.
-3. ``Shard``: worker w's rows of every global batch. Each epoch the training
+3. ``digits(...)``: scikit-learn's bundled 8×8 handwritten digits (1,797
+   images, 64 features, 10 classes; shipped inside scikit-learn, no download;
+   optional extra ``[data]``). Pixels 0..16 are scaled to [0, 1]; a seeded,
+   stratified ``holdout`` fraction of every class is held out.
+4. ``Shard``: worker w's rows of every global batch. Each epoch the training
    rows are permuted by ``(seed, epoch)`` and cut into global batches of
    ``batch × workers`` rows; worker w takes rows ``[w·batch, (w+1)·batch)`` of
    each. Within an epoch the workers' shards are disjoint, and the union of
@@ -27,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz"]
+__all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz", "digits", "DIGITS"]
+
+DIGITS = "digits"  # the --data value naming the bundled digits set
 
 TEACHER_HIDDEN = 32
 _STREAM_TEACHER, _STREAM_INPUTS, _STREAM_SPLIT, _STREAM_EPOCH = 1, 2, 3, 4
@@ -124,6 +130,54 @@ def load_npz(
     test, train = order[:n_test], np.sort(order[n_test:])
     return Dataset(x[train], y[train], x[np.sort(test)], y[np.sort(test)],
                    source=f"npz({path}, holdout={holdout})")
+
+
+def digits(
+    features: int, classes: int, *, holdout: float, seed: int, dtype: Any = "float32"
+) -> Dataset:
+    """Return scikit-learn's 8×8 digits, pixels scaled to [0, 1], split per class by ``seed``.
+
+    Args:
+        features, classes: what ``--layers`` expects; must be 64 and 10.
+        holdout: fraction of each class held out (stratified, seeded).
+        seed: seed of the split.
+        dtype: dtype of ``x``.
+
+    Raises:
+        DataError: scikit-learn is missing, or ``--layers`` does not fit 64 → 10.
+    """
+    where = f"--data {DIGITS}"
+    if features != 64 or classes != 10:
+        raise DataError(
+            f"{where}: 8×8 digits have 64 features and 10 classes but --layers is "
+            f"{features},...,{classes}; use e.g. --layers 64,128,10"
+        )
+    if not 0 < holdout < 1:
+        raise DataError(f"{where}: holdout must be in (0, 1), got {holdout}")
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise DataError(
+            f"{where} needs scikit-learn (it ships the data set): "
+            "pip install 'mpicomm[data]' or pip install scikit-learn"
+        ) from None
+    bunch = load_digits()
+    x = np.ascontiguousarray(bunch.data / 16.0, dtype=dtype)  # pixel intensities 0..16
+    y = bunch.target.astype(np.int64)
+    test = _stratified_holdout(y, holdout, seed)
+    train = np.setdiff1d(np.arange(len(y)), test)
+    return Dataset(x[train], y[train], x[test], y[test],
+                   source=f"digits(8x8, holdout={holdout}, seed={seed})")
+
+
+def _stratified_holdout(y: np.ndarray, holdout: float, seed: int) -> np.ndarray:
+    """Return the sorted held-out rows: ``round(holdout × n_c)`` seeded picks of every class c."""
+    rng = np.random.default_rng([seed, _STREAM_SPLIT])
+    picks = []
+    for c in np.unique(y):
+        rows = np.flatnonzero(y == c)
+        picks.append(rng.permutation(rows)[: max(1, int(round(holdout * len(rows))))])
+    return np.sort(np.concatenate(picks))
 
 
 def _check_xy(where, x, y, xn, yn, features, classes, dtype):

@@ -36,7 +36,7 @@ from mpicomm.train import metrics
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
-from mpicomm.train.data import DataError, Shard, load_npz, synthetic
+from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.report import document, format_table, write_json
 from mpicomm.train.summary import summarize
@@ -158,7 +158,9 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
 
 def _worker_state(cfg: TrainConfig, world: World) -> Job:
     xp, features, classes = world.xp, cfg.layers[0], cfg.layers[-1]
-    if cfg.data:
+    if cfg.data == DIGITS:  # scikit-learn's bundled 8x8 digits
+        ds = digits(features, classes, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
+    elif cfg.data:
         ds = load_npz(cfg.data, features, classes, holdout=cfg.holdout, seed=cfg.seed,
                       dtype=cfg.dtype)
     else:
