@@ -45,11 +45,12 @@ from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
 from mpicomm.bench import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
 from mpicomm.bench.crossover import crossover_lines
+from mpicomm.codecs import make_reducer
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable
-from mpicomm.reducers import make_reducer, strategies
+from mpicomm.reducers import strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
            "run", "RECORD_KEYS"]
@@ -285,6 +286,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
                    help="MPI thread level to request (read before MPI starts; default: "
                    "MPICOMM_THREAD_LEVEL, else mpi4py's multiple)")
+    p.add_argument("--compress", default="none",
+                   help="gradient compression: none | fp16 | int8 | topk:RATIO[:noef] "
+                        "(lossy: result checks are off unless none)")
     p.add_argument("--json", default=None, metavar="PATH", help="write records as JSON")
     p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
 
@@ -303,7 +307,8 @@ def reducer_options(args: argparse.Namespace) -> dict:
     return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
             "servers": args.servers, "dedicated": args.dedicated,
             "crossover_bytes": args.crossover_bytes, "validate": args.validate,
-            "inter_link": args.inter_link, "intra_link": args.intra_link}
+            "inter_link": args.inter_link, "intra_link": args.intra_link,
+            "compress": args.compress}
 
 
 def emulation_note(options: dict) -> str | None:
@@ -485,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = BenchConfig(sizes=tuple(size_list(args.minbytes, args.maxbytes, args.stepfactor)),
                       iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
-                      check=args.check,
+                      check=args.check if args.compress == "none" else 0,
                       dtype=args.datatype, op=args.op, seed=args.seed, device=args.device)
     options = reducer_options(args)
     ReducerOptions.from_kwargs("bench", **options)  # bad values: one line, before the header

@@ -31,7 +31,7 @@ import numpy as np
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
-from mpicomm.core.options import HIERARCHICAL_VARIANTS
+from mpicomm.core.options import HIERARCHICAL_VARIANTS, parse_compress
 from mpicomm.reducers import strategies
 from mpicomm.train.model import parse_layers
 
@@ -94,6 +94,8 @@ class TrainConfig:
     straggler: tuple[str, ...] = ()     # RANK:MS: that rank sleeps MS ms in every step's compute
                                         # (repeatable)
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
+    compress: str = "none"              # reducer: gradient compression on the wire: none | fp16
+                                        # | int8 | topk:RATIO[:noef] (docs/compression.md)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -107,7 +109,8 @@ class TrainConfig:
     def reducer_options(self) -> dict[str, Any]:
         """Return the ``make_reducer`` keyword options of this run."""
         opts: dict[str, Any] = {"ranks_per_node": self.ranks_per_node, "variant": self.variant,
-                                "servers": self.servers, "dedicated": self.dedicated}
+                                "servers": self.servers, "dedicated": self.dedicated,
+                                "compress": self.compress}
         if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
             opts["validate"] = self.validate
         for name in ("inter_link", "intra_link"):  # None: MPICOMM_*_LINK, else not emulated
@@ -172,6 +175,10 @@ def _validate(cfg: TrainConfig) -> None:
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
+    try:
+        parse_compress(cfg.compress)
+    except ConfigError as exc:
+        bad(f"--compress: {exc}")
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")
         if not sep or not all(x.strip().isdigit() or x == "" for x in (a, b)) or (

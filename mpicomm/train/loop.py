@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.codecs import make_reducer
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.reducers import make_reducer
 from mpicomm.train import metrics, slow_rank
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
