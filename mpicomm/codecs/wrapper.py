@@ -97,6 +97,7 @@ class CompressedReducer(Reducer):
         self.algorithm = SUPPORT[parse_compress(spec)[0]][inner.name](inner, self.codec)
         self.is_worker, self.worker_rank = inner.is_worker, inner.worker_rank
         self.num_workers = inner.num_workers
+        self.stall_channel = inner.stall_channel  # the stall inspector sees the wrapper's calls
         self._cuda_aware = False  # NumPy codecs: device buffers go through host memory
 
     def _allreduce(self, flat, scale) -> None:
