@@ -42,6 +42,7 @@ __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait"]
 
 _TAG_ASK, _TAG_ANSWER = 7001, 7002
 _ANSWER_WAIT_S = 1.0
+_LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
 
 
 def settings(environ: Any = os.environ) -> tuple[float, float | None]:
@@ -93,6 +94,8 @@ class Channel:
         if token:
             self.t_enter = None
             self.waited.append(time.perf_counter() - token)
+            if len(self.waited) > _LOG_CAP:  # drop the older half, both logs alike
+                del self.waited[: _LOG_CAP // 2], self.enter_wall[: _LOG_CAP // 2]
 
     def take_log(self) -> tuple[np.ndarray, np.ndarray]:
         """Return and clear (entry wall times, seconds inside) of the calls so far."""
