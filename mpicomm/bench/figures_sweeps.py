@@ -1,0 +1,288 @@
+"""Figures 4 and 5 of ``python -m mpicomm experiments``: link and engine sweeps.
+
+4. hierarchical (reduce_scatter, leader) against the flat ring as the emulated
+   inter-node bandwidth falls (``model`` runs: measured points, predicted lines);
+5. fusion: step time against ``--bucket-mb`` on the many-layer model; overlap:
+   exposed against total communication with ``--overlap`` / ``--no-overlap``
+   (``train`` runs; the lines are the ring formula per bucket).
+
+Registered like the others (``mpicomm.bench.figures``); each conclusion is
+computed from the runs it just made.
+"""
+
+from __future__ import annotations
+
+from mpicomm.bench import plot
+from mpicomm.bench.experiments import Context, Section, figure
+from mpicomm.bench.figures import _bytes, _rel, _x
+from mpicomm.core.links import parse_link
+from mpicomm.costmodel.formulas import ring_time
+
+__all__ = ["hierarchy_against_bandwidth", "fusion_and_overlap", "fusion_model_s",
+           "hierarchy_bytes"]
+
+# ------------------------------------------------------------------ figure 4
+FIG4_GBPS = (10.0, 2.0, 1.0, 0.5, 0.2)
+FIG4_LATENCY = "20us"
+FIG4_RANKS, FIG4_RPN = 4, 2
+
+
+def hierarchy_bytes(p: int, local: int, n: float) -> dict[str, float]:
+    """Bytes each rank sends over the inter-node link per allreduce of n, by formula.
+
+    flat ring: 2(p−1)/p·n (every step of a ring laid across nodes crosses one);
+    hierarchical reduce_scatter: ring(m, n/L) among nodes, 2(m−1)/m·n/L;
+    leader: ring(m, n) among the leaders, 2(m−1)/m·n.
+    """
+    m = max(p // local, 1)
+    return {"ring": 2 * (p - 1) / p * n, "hierarchical": 2 * (m - 1) / m * n / local,
+            "hierarchical(leader)": 2 * (m - 1) / m * n}
+
+
+def _fig4_rows(docs: dict[tuple[float, str], dict]) -> list[dict]:
+    rows = []
+    for (gbps, variant), doc in docs.items():
+        for r in doc["results"]:
+            name = r["strategy"] if variant == "reduce_scatter" or r["strategy"] != \
+                "hierarchical" else "hierarchical(leader)"
+            rows.append({**r, "strategy": name, "inter_gbps": gbps})
+    return rows
+
+
+def _draw_fig4(rows: list[dict], png: str, n: int) -> str:
+    fig, (ax,) = plot.new_figure(1, width=7.0, height=4.6)
+    for name, series in plot._series(rows).items():
+        series = sorted(series, key=lambda r: r["inter_gbps"])
+        x = [r["inter_gbps"] for r in series]
+        ax.plot(x, [r["time_us"] / 1e3 for r in series], "o", color=plot.color(name),
+                label=f"{name} measured")
+        if all(r.get("predicted_us") for r in series):
+            ax.plot(x, [r["predicted_us"] / 1e3 for r in series], plot.style(name),
+                    color=plot.color(name), alpha=0.7, label=f"{name} model")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.invert_xaxis()  # the link gets slower to the right
+    ax.set_xlabel(f"emulated inter-node bandwidth (GB/s, latency {FIG4_LATENCY}; slower →)")
+    ax.set_ylabel(f"time per allreduce of {plot.human_bytes(n)} (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.suptitle(f"{FIG4_RANKS} ranks, {FIG4_RPN} per simulated node: hierarchy against the "
+                 "flat ring as the inter-node link slows\nmeasured (points), α-β-γ model "
+                 "(lines)", fontsize=10)
+    return plot.save(fig, png)
+
+
+@figure("4", "hierarchical (reduce_scatter), leader and flat ring as the inter-node "
+             "bandwidth falls")
+def hierarchy_against_bandwidth(ctx: Context, sec: Section) -> None:
+    size = "16M"
+    docs = {}
+    for gbps in FIG4_GBPS:
+        common = ["model", "-b", size, "-e", size, "-n", ctx.pick("3", "10"),
+                  "-w", ctx.pick("1", "2"), "--rounds", ctx.pick("1", "3"),
+                  "--ranks-per-node", str(FIG4_RPN),
+                  "--inter-link", f"{FIG4_LATENCY},{gbps:g}GB/s"]
+        for variant, strategies in (("reduce_scatter", "ring,hierarchical"),
+                                    ("leader", "hierarchical")):
+            doc = ctx.mpicomm(FIG4_RANKS, common + ["--strategies", strategies,
+                                                    "--variant", variant],
+                              f"fig4_{gbps:g}gbps_{variant}.json")
+            if doc:
+                docs[(gbps, variant)] = doc
+    rows = _fig4_rows(docs)
+    if not rows:
+        return
+    n = _bytes(size)
+    sec.figures.append(_rel(ctx, _draw_fig4(rows, ctx.png("fig4_hierarchy_vs_bandwidth.png"),
+                                            n)))
+    sec.conclusion = _fig4_text(rows, n)
+
+
+def _fig4_text(rows: list[dict], n: int) -> str:
+    """Speed-ups over the ring at the fastest and slowest link, against the bytes formula."""
+    by = {(r["strategy"], r["inter_gbps"]): r for r in rows}
+    hi, lo = max(FIG4_GBPS), min(FIG4_GBPS)
+    sent = hierarchy_bytes(FIG4_RANKS, FIG4_RPN, n)
+    parts = []
+    for gbps in (hi, lo):
+        ring = by.get(("ring", gbps))
+        if not ring:
+            continue
+        cells = [f"ring {ring['time_us'] / 1e3:.1f} ms"]
+        for name in ("hierarchical", "hierarchical(leader)"):
+            r = by.get((name, gbps))
+            if r:
+                cells.append(f"{name} {r['time_us'] / 1e3:.1f} ms "
+                             f"({_x(ring['time_us'], r['time_us'])} faster than the ring"
+                             + (f"; model {_x(ring['predicted_us'], r['predicted_us'])}"
+                                if r.get("predicted_us") and ring.get("predicted_us") else "")
+                             + ")")
+        parts.append(f"at {gbps:g} GB/s " + ", ".join(cells))
+    if not parts:
+        return "No ring run finished (see notes)."
+    ratios = [r["measured_over_predicted"] for r in rows if r.get("measured_over_predicted")]
+    k = sum(0.75 <= x <= 1.25 for x in ratios)
+    return (f"{FIG4_RANKS} ranks on {FIG4_RANKS // FIG4_RPN} simulated nodes, "
+            f"{plot.human_bytes(n)}: " + "; ".join(parts) + ". "
+            f"Per rank the inter-node link carries 2(p−1)/p·n = "
+            f"{plot.human_bytes(sent['ring'])} for the flat ring, 2(m−1)/m·n/L = "
+            f"{plot.human_bytes(sent['hierarchical'])} for reduce_scatter (the ring among "
+            f"nodes moves only a 1/L slice) and 2(m−1)/m·n = "
+            f"{plot.human_bytes(sent['hierarchical(leader)'])} for the leader variant, so once "
+            f"the link's β dominates the speed-ups tend to "
+            f"{_x(sent['ring'], sent['hierarchical'])} and "
+            f"{_x(sent['ring'], sent['hierarchical(leader)'])}; on a fast link the intra-node "
+            f"phases (shared memory, here slower than the emulated link at 10 GB/s) decide and "
+            f"the gap closes. {k} of {len(ratios)} points lie within ±25% of the model.")
+
+
+# ------------------------------------------------------------------ figure 5
+FIG5_BUCKETS = ("0", "0.01", "0.1", "1", "25")
+FIG5_FUSION = ["--strategy", "ring", "--layers", "64,64x48,10", "--batch-size", "16",
+               "--log-every", "0"]
+FIG5_LINK = "50us,0.5GB/s"
+FIG5_OVERLAP = ["--strategy", "ring", "--layers", "256,512x8,10", "--bucket-mb", "1",
+                "--ranks-per-node", "1", "--inter-link", FIG5_LINK, "--log-every", "0"]
+
+
+def fusion_model_s(p: int, grad_bytes: float, buckets: int, alpha: float, beta: float,
+                   gamma: float = 0.0) -> float:
+    """Ring time of one step's gradient in ``buckets`` equal buckets:
+    B·2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ — fusion removes α's, never bytes."""
+    b = max(int(buckets), 1)
+    return b * ring_time(p, grad_bytes / b, alpha, beta, gamma)
+
+
+def _train_rec(doc: dict | None) -> dict | None:
+    recs = [r for r in (doc or {}).get("results", []) if r.get("step_time_mean_s")]
+    return recs[0] if recs else None
+
+
+def _fusion_params(ctx: Context) -> tuple[float, float, float] | None:
+    """(α, β, γ) of this machine's exchange at 2 ranks, from figure 1's ``model`` run."""
+    from mpicomm.bench.profiles import measured_params
+    from mpicomm.core.errors import ConfigError
+
+    try:
+        params, _ = measured_params(str(ctx.results / "fig1_model_2ranks.json"))
+    except ConfigError:
+        return None
+    link = params.intra
+    big = 1 << 20
+    return link.exchange_alpha(), link.beta_x_at(big), params.gamma_at(big)
+
+
+@figure("5", "fusion: step time against bucket size; overlap: exposed against total "
+             "communication")
+def fusion_and_overlap(ctx: Context, sec: Section) -> None:
+    steps = ctx.pick("20", "60")
+    fusion = {}
+    for mb in FIG5_BUCKETS:
+        rec = _train_rec(ctx.mpicomm(2, ["train", *FIG5_FUSION, "--bucket-mb", mb,
+                                         "--steps", steps], f"fig5_fusion_{mb}mb.json"))
+        if rec:
+            fusion[float(mb)] = rec
+    overlap = {}
+    for flag in ("--overlap", "--no-overlap"):
+        rec = _train_rec(ctx.mpicomm(2, ["train", *FIG5_OVERLAP, flag, "--steps", steps],
+                                     f"fig5_{flag.strip('-').replace('-', '_')}.json"))
+        if rec:
+            overlap[flag.strip("-")] = rec
+    if not fusion and not overlap:
+        return
+    params = _fusion_params(ctx)
+    link = parse_link(FIG5_LINK, "inter_link")
+    png = _draw_fig5(fusion, overlap, params, (link.latency, 1 / link.bandwidth),
+                     ctx.png("fig5_fusion_overlap.png"))
+    sec.figures.append(_rel(ctx, png))
+    sec.conclusion = _fig5_text(fusion, overlap, params, (link.latency, 1 / link.bandwidth))
+
+
+def _bucket_x(mb: float) -> float:
+    return mb if mb > 0 else 1e-3  # --bucket-mb 0 (no fusion) drawn left of 0.01
+
+
+def _draw_fig5(fusion: dict, overlap: dict, params, link, png: str) -> str:
+    fig, (fu, ov) = plot.new_figure(2, width=6.0, height=4.4)
+    if fusion:
+        mbs = sorted(fusion)
+        x = [_bucket_x(m) for m in mbs]
+        fu.plot(x, [fusion[m]["step_time_mean_s"] * 1e3 for m in mbs], "o-", color="C0",
+                label="step time, measured")
+        fu.plot(x, [fusion[m]["comm_total_s"] * 1e3 for m in mbs], "s-", color="C1",
+                label="comm total, measured")
+        fu.plot(x, [fusion[m]["comm_exposed_s"] * 1e3 for m in mbs], "^-", color="C2",
+                label="comm exposed, measured")
+        if params:
+            fu.plot(x, [fusion_model_s(2, fusion[m]["grad_bytes"], fusion[m]["buckets"],
+                                       *params) * 1e3 for m in mbs], ":", color="C1",
+                    label="comm model: B·2(p−1)α + 2(p−1)/p·nβ + …")
+        for m in mbs:
+            fu.annotate(f"{fusion[m]['buckets']}", (_bucket_x(m),
+                                                     fusion[m]["step_time_mean_s"] * 1e3),
+                        textcoords="offset points", xytext=(0, 6), fontsize=7, ha="center")
+        fu.set_xscale("log")
+        fu.set_yscale("log")
+        fu.set_xticks(x, ["0 (none)" if m == 0 else f"{m:g}" for m in mbs])
+        fu.set_xlabel("--bucket-mb (number above a point: buckets per step)")
+        fu.set_ylabel("ms per step")
+        fu.set_title("fusion: 2 ranks, 64,64x48,10 layers, batch 16", fontsize=10)
+        fu.grid(True, which="both", alpha=0.3)
+        fu.legend(fontsize=7)
+    if overlap:
+        names = [k for k in ("overlap", "no-overlap") if k in overlap]
+        xs = range(len(names))
+        w = 0.27
+        for i, (key, label) in enumerate((("compute_s", "compute"),
+                                          ("comm_total_s", "comm total"),
+                                          ("comm_exposed_s", "comm exposed"))):
+            ov.bar([x + (i - 1) * w for x in xs], [overlap[k][key] * 1e3 for k in names], w,
+                   label=label, color=f"C{i + 3}")
+        rec = overlap[names[0]]
+        model = fusion_model_s(2, rec["grad_bytes"], rec["buckets"], *link) * 1e3
+        ov.axhline(model, ls=":", color="k",
+                   label=f"comm model on the link: {model:.0f} ms")
+        ov.set_xticks(list(xs), [f"--{k}\nstep {overlap[k]['step_time_mean_s'] * 1e3:.0f} ms"
+                                 for k in names])
+        ov.set_ylabel("ms per step")
+        ov.set_title(f"overlap: 256,512x8,10, 1 MB buckets, emulated {FIG5_LINK}", fontsize=10)
+        ov.grid(True, axis="y", alpha=0.3)
+        ov.legend(fontsize=7)
+    return plot.save(fig, png)
+
+
+def _fig5_text(fusion: dict, overlap: dict, params, link) -> str:
+    text = ""
+    if fusion:
+        lo, hi = min(fusion), max(fusion)
+        a, b = fusion[lo], fusion[hi]
+        text += (f"Fusion: from --bucket-mb {lo:g} ({a['buckets']} buckets per step) to "
+                 f"{hi:g} ({b['buckets']}), the step falls from "
+                 f"{a['step_time_mean_s'] * 1e3:.1f} to {b['step_time_mean_s'] * 1e3:.1f} ms "
+                 f"({_x(a['step_time_mean_s'], b['step_time_mean_s'])}) and total comm from "
+                 f"{a['comm_total_s'] * 1e3:.1f} to {b['comm_total_s'] * 1e3:.1f} ms "
+                 f"({_x(a['comm_total_s'], b['comm_total_s'])}) while the bytes stay "
+                 f"{plot.human_bytes(a['grad_bytes'])}: each bucket pays the ring's 2(p−1)α, "
+                 f"so B buckets cost B·2(p−1)α + 2(p−1)/p·nβ")
+        if params:
+            ma = fusion_model_s(2, a["grad_bytes"], a["buckets"], *params)
+            mb = fusion_model_s(2, b["grad_bytes"], b["buckets"], *params)
+            text += (f", which with this machine's α = {params[0] * 1e6:.0f} µs (figure 1's "
+                     f"2-rank run) predicts {ma * 1e3:.1f} → {mb * 1e3:.1f} ms "
+                     f"({_x(ma, mb)})")
+        text += ". "
+    if "overlap" in overlap and "no-overlap" in overlap:
+        on, off = overlap["overlap"], overlap["no-overlap"]
+        model = fusion_model_s(2, on["grad_bytes"], on["buckets"], *link)
+        text += (f"Overlap, behind an emulated {FIG5_LINK} link ({on['buckets']} buckets of "
+                 f"1 MB): with --overlap {on['comm_exposed_s'] * 1e3:.0f} of "
+                 f"{on['comm_total_s'] * 1e3:.0f} ms of comm is exposed "
+                 f"({100 * on['overlap_fraction']:.0f}% hidden), step "
+                 f"{on['step_time_mean_s'] * 1e3:.0f} ms; with --no-overlap all "
+                 f"{off['comm_exposed_s'] * 1e3:.0f} ms is, step "
+                 f"{off['step_time_mean_s'] * 1e3:.0f} ms "
+                 f"({_x(off['step_time_mean_s'], on['step_time_mean_s'])} the overlapped "
+                 f"step). The link's formula gives {model * 1e3:.0f} ms of comm per step; "
+                 f"overlap can hide at most the backward pass, so the exposed part is at least "
+                 f"total − compute = {max(on['comm_total_s'] - on['compute_s'], 0) * 1e3:.0f} ms.")
+    return text.strip()
