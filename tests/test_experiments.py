@@ -206,3 +206,24 @@ def test_figure5_fusion_model_and_text(tmp_path):
 
 def test_registry_order_is_numeric():
     assert E.ordered_keys(["8", "10", "2", "t", "1"]) == ["1", "2", "8", "10", "t"]
+
+
+def test_figures_6_and_7_drafts_on_synthetic_records(tmp_path):
+    """Registered only once --compress / --ps-mode land; their text and plots work now."""
+    pytest.importorskip("matplotlib")
+    from mpicomm.bench import figures_sweeps as S
+
+    E._register()
+    assert ("6" in E.FIGURES) == S._train_has("compress")
+    assert ("7" in E.FIGURES) == S._train_has("ps_mode")
+    recs = {c: {"bytes_per_step": b, "test_accuracy": a, "train_loss_first": 2.3,
+                "train_loss_last": lo}
+            for c, b, a, lo in (("none", 8e5, 0.9, 0.3), ("int8", 2e5, 0.89, 0.31))}
+    text = S._fig6_text(recs)
+    assert "none 800 KB/step (1.00× none's), accuracy 90.0%" in text
+    assert "int8 200 KB/step (0.25× none's), accuracy 89.0%, loss 0.310" in text
+    assert open(S._draw_fig6(recs, str(tmp_path / "f6.png")), "rb").read(4) == b"\x89PNG"
+    recs = {n: {"samples_per_sec": s, "test_accuracy": 0.8} for n, s in
+            (("ring", 1000.0), ("ps sync", 900.0), ("ps async", 2700.0))}
+    assert "Async runs 3.00× the sync server's samples/s" in S._fig7_text(recs)
+    assert open(S._draw_fig7(recs, str(tmp_path / "f7.png")), "rb").read(4) == b"\x89PNG"

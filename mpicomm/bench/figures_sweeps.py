@@ -22,7 +22,8 @@ __all__ = ["hierarchy_against_bandwidth", "fusion_and_overlap", "fusion_model_s"
            "hierarchy_bytes"]
 
 # ------------------------------------------------------------------ figure 4
-FIG4_GBPS = (10.0, 2.0, 1.0, 0.5, 0.2)
+FIG4_GBPS = (10.0, 2.0, 1.0, 0.5, 0.2)  # the full sweep; --quick: the first, middle, last
+FIG4_QUICK_GBPS = (10.0, 1.0, 0.2)
 FIG4_LATENCY = "20us"
 FIG4_RANKS, FIG4_RPN = 4, 2
 
@@ -77,7 +78,7 @@ def _draw_fig4(rows: list[dict], png: str, n: int) -> str:
 def hierarchy_against_bandwidth(ctx: Context, sec: Section) -> None:
     size = "16M"
     docs = {}
-    for gbps in FIG4_GBPS:
+    for gbps in ctx.pick(FIG4_QUICK_GBPS, FIG4_GBPS):
         common = ["model", "-b", size, "-e", size, "-n", ctx.pick("3", "10"),
                   "-w", ctx.pick("1", "2"), "--rounds", ctx.pick("1", "3"),
                   "--ranks-per-node", str(FIG4_RPN),
@@ -101,7 +102,7 @@ def hierarchy_against_bandwidth(ctx: Context, sec: Section) -> None:
 def _fig4_text(rows: list[dict], n: int) -> str:
     """Speed-ups over the ring at the fastest and slowest link, against the bytes formula."""
     by = {(r["strategy"], r["inter_gbps"]): r for r in rows}
-    hi, lo = max(FIG4_GBPS), min(FIG4_GBPS)
+    hi, lo = max(r["inter_gbps"] for r in rows), min(r["inter_gbps"] for r in rows)
     sent = hierarchy_bytes(FIG4_RANKS, FIG4_RPN, n)
     parts = []
     for gbps in (hi, lo):
@@ -286,3 +287,134 @@ def _fig5_text(fusion: dict, overlap: dict, params, link) -> str:
                  f"overlap can hide at most the backward pass, so the exposed part is at least "
                  f"total − compute = {max(on['comm_total_s'] - on['compute_s'], 0) * 1e3:.0f} ms.")
     return text.strip()
+
+
+# ------------------------------------------- figures 6 and 7: registered once their flags exist
+def _train_has(field_name: str) -> bool:
+    """Whether ``TrainConfig`` has a field (a feature branch merged: compress, ps_mode)."""
+    import dataclasses
+
+    from mpicomm.train.config import TrainConfig
+
+    return any(f.name == field_name for f in dataclasses.fields(TrainConfig))
+
+
+FIG6_CODECS = ("none", "fp16", "int8", "topk:0.1", "topk:0.01")
+FIG6_TRAIN = ["--strategy", "ring", "--ranks-per-node", "1", "--inter-link", FIG5_LINK,
+              "--log-every", "0"]
+
+
+def compression_figure(ctx: Context, sec: Section) -> None:
+    """Figure 6: bytes per step against held-out accuracy, and the loss per codec."""
+    recs = {}
+    for codec in FIG6_CODECS:
+        rec = _train_rec(ctx.mpicomm(2, ["train", *FIG6_TRAIN, "--compress", codec, "--steps",
+                                         ctx.pick("150", "400")],
+                                     f"fig6_{codec.replace(':', '_')}.json"))
+        if rec:
+            recs[codec] = rec
+    if not recs:
+        return
+    sec.figures.append(_rel(ctx, _draw_fig6(recs, ctx.png("fig6_compression.png"))))
+    sec.conclusion = _fig6_text(recs)
+
+
+def _draw_fig6(recs: dict[str, dict], png: str) -> str:
+    fig, (acc, loss) = plot.new_figure(2, width=6.0, height=4.4)
+    names = list(recs)
+    for i, c in enumerate(names):
+        r = recs[c]
+        acc.plot(r["bytes_per_step"] / 1e3, 100 * r["test_accuracy"], "o", color=f"C{i}",
+                 label=c)
+    acc.set_xscale("log")
+    acc.set_xlabel("bytes sent per step by the busiest rank (KB, log)")
+    acc.set_ylabel("held-out accuracy (%)")
+    acc.set_title("compression: bytes against accuracy (2 ranks, ring)", fontsize=10)
+    acc.grid(True, which="both", alpha=0.3)
+    acc.legend(fontsize=7)
+    xs = range(len(names))
+    loss.bar([x - 0.2 for x in xs], [recs[c]["train_loss_first"] for c in names], 0.4,
+             label="first logged train loss", color="C7")
+    loss.bar([x + 0.2 for x in xs], [recs[c]["train_loss_last"] for c in names], 0.4,
+             label="last train loss", color="C0")
+    loss.set_xticks(list(xs), names)
+    loss.set_ylabel("training loss (cross-entropy)")
+    loss.set_title("loss at the first and last step per codec\n(no per-step loss history "
+                   "is recorded)", fontsize=10)
+    loss.legend(fontsize=7)
+    return plot.save(fig, png)
+
+
+def _fig6_text(recs: dict[str, dict]) -> str:
+    base = recs.get("none") or next(iter(recs.values()))
+    parts = []
+    for c, r in recs.items():
+        parts.append(f"{c} {r['bytes_per_step'] / 1e3:,.0f} KB/step "
+                     f"({_x(r['bytes_per_step'], base['bytes_per_step'])} none's), accuracy "
+                     f"{100 * r['test_accuracy']:.1f}%, loss {r['train_loss_last']:.3f}")
+    return ("Per codec (2 ranks, ring, emulated " + FIG5_LINK + " link): " + "; ".join(parts) +
+            ". The ring's bytes term 2(p−1)/p·nβ scales with the bytes per element: fp16 "
+            "halves it, int8 quarters it (plus a scale per block), top-k at ratio r sends "
+            "about 2r·n (values and indices); the loss and accuracy say what that costs. No "
+            "per-step loss history is recorded by train, so the right panel shows the first "
+            "and last loss, not a curve.")
+
+
+FIG7_STRAGGLER = "1:20"
+
+
+def straggler_figure(ctx: Context, sec: Section) -> None:
+    """Figure 7: sync and async PS (3 workers + 1 dedicated server) against the ring."""
+    steps = ctx.pick("100", "300")
+    runs = {"ring": ["--strategy", "ring"],
+            "ps sync": ["--strategy", "ps", "--ps-mode", "sync", "--dedicated"],
+            "ps async": ["--strategy", "ps", "--ps-mode", "async", "--dedicated"]}
+    recs = {}
+    for name, args in runs.items():
+        rec = _train_rec(ctx.mpicomm(4, ["train", *args, "--straggler", FIG7_STRAGGLER,
+                                         "--steps", steps, "--log-every", "0"],
+                                     f"fig7_{name.replace(' ', '_')}.json"))
+        if rec:
+            recs[name] = rec
+    if not recs:
+        return
+    sec.figures.append(_rel(ctx, _draw_fig7(recs, ctx.png("fig7_straggler.png"))))
+    sec.conclusion = _fig7_text(recs)
+
+
+def _draw_fig7(recs: dict[str, dict], png: str) -> str:
+    fig, (thr, acc) = plot.new_figure(2, width=5.5, height=4.2)
+    names = list(recs)
+    xs = list(range(len(names)))
+    thr.bar(xs, [recs[n]["samples_per_sec"] for n in names], color="C0")
+    thr.set_xticks(xs, names)
+    thr.set_ylabel("samples/s (all workers)")
+    thr.set_title(f"throughput, rank {FIG7_STRAGGLER.split(':')[0]} sleeps "
+                  f"{FIG7_STRAGGLER.split(':')[1]} ms a step", fontsize=10)
+    acc.bar(xs, [100 * recs[n]["test_accuracy"] for n in names], color="C2")
+    acc.set_xticks(xs, names)
+    acc.set_ylabel("held-out accuracy (%)")
+    acc.set_title("accuracy after the same steps\n(no loss-against-time history is recorded)",
+                  fontsize=10)
+    return plot.save(fig, png)
+
+
+def _fig7_text(recs: dict[str, dict]) -> str:
+    parts = [f"{n} {r['samples_per_sec']:,.0f} samples/s, accuracy "
+             f"{100 * r['test_accuracy']:.1f}%" for n, r in recs.items()]
+    text = f"4 ranks, rank {FIG7_STRAGGLER.split(':')[0]} a straggler: " + "; ".join(parts) + ". "
+    sync, asy = recs.get("ps sync"), recs.get("ps async")
+    if sync and asy:
+        text += (f"Async runs {_x(asy['samples_per_sec'], sync['samples_per_sec'])} the sync "
+                 "server's samples/s. ")
+    return text + ("Sync PS and the ring make every worker wait for the slowest each step, "
+                   "W/(t + d) samples per step time t with delay d; async lets the others go on, "
+                   "(W−1)/t + 1/(t + d), at the price of stale gradients. train records no "
+                   "loss-against-time history, so the figure shows samples/s and accuracy.")
+
+
+if _train_has("compress"):
+    figure("6", "compression: bytes per step against held-out accuracy, loss per codec")(
+        compression_figure)
+if _train_has("ps_mode"):
+    figure("7", "async and sync PS against the ring with a straggler")(straggler_figure)
