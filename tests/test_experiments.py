@@ -169,8 +169,8 @@ def test_figure4_bytes_formula_and_text(tmp_path):
     rows = S._fig4_rows(docs)
     assert {r["strategy"] for r in rows} == {"ring", "hierarchical", "hierarchical(leader)"}
     text = S._fig4_text(rows, n)
-    assert "at 0.2 GB/s ring 75.0 ms, hierarchical 25.0 ms (3.00× faster than the ring; " \
-           "model 3.00×), hierarchical(leader) 50.0 ms (1.50×" in text
+    assert "at 0.2 GB/s ring 75.0 ms, hierarchical 25.0 ms (speed-up over the ring 3.00×; " \
+           "model 3.00×), hierarchical(leader) 50.0 ms (speed-up over the ring 1.50×" in text
     assert "the speed-ups tend to 3.00× and 1.50×" in text
     assert "15 of 15 points lie within ±25%" in text
     png = S._draw_fig4(rows, str(tmp_path / "f4.png"), n)
@@ -227,3 +227,17 @@ def test_figures_6_and_7_drafts_on_synthetic_records(tmp_path):
             (("ring", 1000.0), ("ps sync", 900.0), ("ps async", 2700.0))}
     assert "Async runs 3.00× the sync server's samples/s" in S._fig7_text(recs)
     assert open(S._draw_fig7(recs, str(tmp_path / "f7.png")), "rb").read(4) == b"\x89PNG"
+
+
+def test_figure5_text_says_when_overlap_did_not_pay():
+    from mpicomm.bench import figures_sweeps as S
+
+    def rec(step, total, exposed):
+        return {"buckets": 9, "grad_bytes": 8e6, "step_time_mean_s": step, "comm_total_s": total,
+                "comm_exposed_s": exposed, "compute_s": 0.01, "overlap_fraction": 0.2}
+
+    slower = {"overlap": rec(0.044, 0.033, 0.026), "no-overlap": rec(0.039, 0.024, 0.024)}
+    assert "overlap did not pay: with the communication thread running beside backward, total " \
+           "comm grew from 24 to 33 ms" in S._fig5_text({}, slower, None, (50e-6, 2e-9))
+    faster = {"overlap": rec(0.030, 0.033, 0.010), "no-overlap": rec(0.039, 0.024, 0.024)}
+    assert "Overlap saved 9 ms a step." in S._fig5_text({}, faster, None, (50e-6, 2e-9))
