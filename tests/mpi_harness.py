@@ -11,6 +11,7 @@ fails the test, it never blocks CI.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ TAG = "@@MPICOMM "
 
 
 def mpiexec() -> str:
-    """Return the mpiexec beside this Python (the venv's MPICH), else the one on PATH."""
+    """Return the mpiexec beside this Python (the venv's MPICH or Open MPI), else PATH's."""
     here = Path(sys.executable).parent / "mpiexec"
     if here.exists():
         return str(here)
@@ -35,6 +36,37 @@ def mpiexec() -> str:
     if not found:
         raise RuntimeError("no mpiexec found: pip install mpich (or load your MPI module)")
     return found
+
+
+@functools.cache
+def launcher_family(path: str) -> str:
+    """``"openmpi"`` if ``path --version`` says Open MPI, OpenRTE or PRRTE; else ``"other"``."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "other"
+    text = out.stdout + out.stderr
+    return "openmpi" if any(k in text for k in ("Open MPI", "OpenRTE", "PRRTE")) else "other"
+
+
+def launcher_env(path: str) -> dict[str, str]:
+    """Variables the launcher at ``path`` needs to run a test job on one small host.
+
+    Open MPI refuses to run as root and to start more ranks than cores (a
+    5-rank test on 2 cores); these variables allow both, for Open MPI 5 (PRRTE)
+    and 4 (ORTE). MPICH's Hydra needs neither. A value already set in the
+    environment wins.
+    """
+    if launcher_family(path) != "openmpi":
+        return {}
+    env = {
+        "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe",  # Open MPI 5
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",  # Open MPI 4
+    }
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    return {k: v for k, v in env.items() if k not in os.environ}
 
 
 # every strategy, and each option that changes its code path (for error and GPU tests)
@@ -137,8 +169,9 @@ def run_mpi(
         timeout: seconds before the whole job is killed and the result marked timed out.
         env: extra environment variables.
     """
-    cmd = [mpiexec(), "-n", str(nranks), sys.executable, *argv]
-    full_env = dict(os.environ)
+    launcher = mpiexec()
+    cmd = [launcher, "-n", str(nranks), sys.executable, *argv]
+    full_env = dict(os.environ) | launcher_env(launcher)
     tests_dir = str(Path(__file__).resolve().parent)
     full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")])
     full_env.setdefault("PYTHONUNBUFFERED", "1")

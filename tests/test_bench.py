@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -106,3 +107,120 @@ def test_bench_unknown_flag_reported_once():
     res = run_mpi(2, [*BENCH, "--bogus"], timeout=60)
     assert res.returncode == 2
     assert res.stderr.count("unrecognized arguments: --bogus") == 1, res.tail()
+
+
+# ------------------------------------------------- honest verdicts, guards, help, GPU
+def _strict(path):
+    def refuse(name):
+        raise ValueError(f"non-strict JSON constant {name}")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_vs_column_marks_noise_and_crossovers_are_reported(tmp_path):
+    js = tmp_path / "b.json"
+    res = run_mpi(2, [*BENCH, "--strategies", "native,ring,recursive_doubling", "-b", "8",
+                      "-e", "256K", "-f", "64", "-n", "15", "-w", "2", "--rounds", "2",
+                      "--json", str(js)], timeout=180)
+    assert res.returncode == 0, res.tail()
+    data = _strict(js)
+    for r in data["results"]:
+        if r["strategy"] == "native":
+            assert r["vs_verdict"] is None and r["vs_baseline"] == pytest.approx(1)
+        else:
+            assert r["vs_verdict"] in ("faster", "slower", "tie")
+            assert r["vs_low"] <= r["vs_baseline"] <= r["vs_high"]
+            assert (r["vs_verdict"] == "tie") == (r["vs_low"] <= 1 <= r["vs_high"])
+    rows = [ln for ln in res.stdout.splitlines() if ln.strip().startswith(("ring", "recursive"))]
+    assert rows and all(ln.rstrip()[-1] in "*~" for ln in rows), rows
+    pairs = {(c["a"], c["b"]) for c in data["crossovers"]}
+    assert ("ring", "recursive_doubling") in pairs and len(pairs) == 3
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("# ring vs recursive"))
+    assert "model" in line and ("measured" in line or "no measured crossover" in line)
+    assert "bench: " in res.stderr and " left)" in res.stderr  # progress, rank 0, stderr
+    assert res.stderr.count("(1/3;") == 1
+
+
+def test_measured_and_predicted_crossovers():
+    from mpicomm.bench.crossover import crossover_lines, measured_crossovers, predicted_crossover
+    from mpicomm.costmodel.formulas import LinkModel, ModelParams, auto_crossover
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for n, (t_rd, t_ring) in zip([8, 1024, 65536, 1 << 20],
+                                 [(10, 20), (12, 20), (60, 40), (900, 500)], strict=True):
+        for s, t in (("recursive_doubling", t_rd), ("ring", t_ring)):
+            rows.append({"strategy": s, "bytes": n,
+                         "_samples": t * rng.lognormal(0, 0.05, (2, 30))})
+    (c,) = measured_crossovers(rows, ["recursive_doubling", "ring"])
+    (x,) = c["crossovers"]
+    assert (x["from"], x["to"], x["low"], x["high"]) == ("recursive_doubling", "ring", 1024, 65536)
+    sizes = [1 << k for k in range(3, 25)]
+    link = LinkModel.from_pingpong(sizes, [5e-6 + s * 1e-9 for s in sizes],
+                                   swaps=[5e-6 + s * 1.2e-9 for s in sizes])
+    params = ModelParams(link, link, sizes, [5e-10] * len(sizes))
+    pred = predicted_crossover("recursive_doubling", "ring", 4, params, {})
+    assert pred == auto_crossover(4, params) or abs(np.log2(pred / auto_crossover(4, params))) <= 2
+    lines, _ = crossover_lines(rows, ["recursive_doubling", "ring"], 4, params, {})
+    assert "between 1 KiB and 64 KiB" in lines[0] and "model predicts" in lines[0], lines
+
+
+def test_help_shows_every_default_once():
+    import subprocess
+    import sys
+
+    from mpi_harness import ROOT
+
+    for command in ("bench", "model", "compare", "train", "info"):
+        res = subprocess.run([sys.executable, "-m", "mpicomm", command, "--help"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+        text = " ".join(res.stdout.split())  # argparse wraps lines
+        assert res.returncode == 0, res.stderr
+        assert "(default: None)" not in text, command
+        assert "(default: ask MPI) (default" not in text, command
+        for option in re.split(r"\s(?=-{1,2}[a-z])", text):
+            assert option.count("default") <= 2 and option.count("(default:") <= 1, option
+        if command == "bench":
+            for flag, default in (("--iters", "20"), ("--warmup_iters", "5"), ("--rounds", "1"),
+                                  ("--check", "1"), ("--minbytes", "8"), ("--maxbytes", "64M")):
+                assert re.search(rf"{flag} \S+ .*?\(default: {re.escape(default)}\)", text), flag
+
+
+def test_model_on_one_rank_is_refused_and_prints_no_inf(capsys):
+    from mpicomm.bench.model_cmd import print_model
+    from mpicomm.costmodel.formulas import LinkModel, ModelParams
+
+    res = run_mpi(1, ["-m", "mpicomm", "model", "-e", "64K"], timeout=60)
+    assert res.returncode == 2 and "N >= 2" in res.stderr and "inf" not in res.stdout, res.tail()
+    sizes = [8, 4096, 65536]
+    zero = LinkModel(0.0, sizes, [0.0] * 3)  # what one rank measures: nothing travels
+    print_model(ModelParams(zero, zero, sizes, [0.0] * 3), [], 2147483648)
+    out = capsys.readouterr().out
+    assert "inf" not in out and "2147483648" not in out, out
+    assert "none up to 1 GiB" in out
+
+
+def test_info_reports_cupy_gpus_and_cuda_awareness():
+    res = run_mpi(1, ["-m", "mpicomm", "info"], timeout=60)
+    assert res.returncode == 0, res.tail()
+    info = json.loads(res.stdout[: res.stdout.rindex("}") + 1])
+    assert {"cupy", "gpus", "cuda_aware_mpi"} <= set(info)
+    try:
+        import cupy
+    except ImportError:
+        assert info["cupy"] is None and "pip install 'mpicomm[gpu]'" in info["gpu_note"]
+    else:
+        assert info["cupy"] == cupy.__version__
+
+
+@pytest.mark.gpu
+def test_bench_on_gpu_buffers(tmp_path):
+    """CuPy buffers through the same reducers: every strategy's sums are exact."""
+    pytest.importorskip("cupy")
+    js = tmp_path / "g.json"
+    res = run_mpi(2, [*BENCH, "--device", "gpu", "--strategies", "native,ring,ps,auto",
+                      "-b", "8", "-e", "4M", "-f", "16", "-n", "5", "-w", "1", "-c", "2",
+                      "--json", str(js)], timeout=300)
+    assert res.returncode == 0, res.tail()
+    data = _strict(js)
+    assert data["config"]["device"] == "gpu"
+    assert all(r["wrong"] == 0 for r in data["results"]) and len(data["results"]) == 4 * 6

@@ -14,12 +14,18 @@ plug-in for the five things nccl-tests' ``testColl`` record gives:
 Inputs are small integers drawn from (seed, worker rank, rep) in a block of
 ``PERIOD`` values tiled over the buffer, so any sum of them is exact in
 float32 and float64: a wrong element is off by at least 1, never by rounding.
+
+Buffers may be NumPy or CuPy arrays (``bench --device gpu``): the inputs and
+the expectation are drawn on the host, copied to the device once per fill
+(outside the timed calls), and each timed call waits for the device, so a
+call's time includes its GPU work.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core.backend import array_module, sync_device
 from mpicomm.reducers import Reducer
 
 __all__ = ["AllreduceTest", "PERIOD", "rank_block", "tile"]
@@ -33,8 +39,12 @@ def rank_block(seed: int, rank: int, rep: int) -> np.ndarray:
     return rng.integers(-4, 5, size=PERIOD).astype(np.float64)
 
 
-def tile(block: np.ndarray, out: np.ndarray) -> None:
-    """Fill ``out`` with ``block`` repeated (``out[i] = block[i % len(block)]``), no temporaries."""
+def tile(block: np.ndarray, out) -> None:
+    """Fill ``out`` with ``block`` repeated (``out[i] = block[i % len(block)]``), no temporaries.
+
+    ``out`` may be a CuPy array: the block is copied to the device once.
+    """
+    block = array_module(out).asarray(block)
     period = block.size
     k, rest = divmod(out.size, period)
     if k:
@@ -62,7 +72,7 @@ class AllreduceTest:
         """busbw / algbw for allreduce: 2(p-1)/p (each rank's link carries that share)."""
         return 2.0 * (ranks - 1) / ranks if ranks > 1 else 0.0
 
-    def init_data(self, buf: np.ndarray, expected: np.ndarray, seed: int, rep: int) -> float:
+    def init_data(self, buf, expected, seed: int, rep: int) -> float:
         """Fill this rank's input and the expected result; return the allowed error."""
         me, p = self.reducer.worker_rank, self.ranks
         tile(rank_block(seed, me, rep), buf)
@@ -75,9 +85,10 @@ class AllreduceTest:
         eps = float(np.finfo(buf.dtype).eps)
         return 4 * eps * (4 * p + 1)  # rounding of a mean; sums of small integers are exact
 
-    def run(self, buf: np.ndarray) -> None:
-        """One in-place allreduce."""
+    def run(self, buf) -> None:
+        """One in-place allreduce (on a GPU buffer: until the device is done)."""
         self.reducer.allreduce(buf, op=self.op)
+        sync_device(buf)
 
     def serve(self) -> None:
         """Serve the workers until they close (dedicated parameter servers)."""

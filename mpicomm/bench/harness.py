@@ -13,7 +13,16 @@ one per registered strategy) owns the collective. Per strategy and size:
 4. algbw = bytes / time; busbw = algbw × 2(p-1)/p (the plug-in's bus factor);
 5. ``-c`` times: refill inputs from (seed, rank, rep), run once, count elements
    off the independently computed expectation; ``#wrong`` is summed over ranks;
-6. print one nccl-tests row; ``vs <baseline>`` is baseline time / time (>1: faster).
+6. print one nccl-tests row; ``vs <baseline>`` is baseline time / time (>1: faster),
+   marked ``*`` when its 95% interval (``bench.verdict``: bootstrap over the
+   calls, paired by round) excludes 1, ``~`` when the difference is within noise;
+7. after the sweep, per pair of strategies, the sizes where the significant
+   winner changes (measured crossover, with the bracketing sizes) beside the
+   cost model's predicted crossover (``costmodel.predict``, quick calibration).
+
+``--device gpu`` sweeps CuPy buffers through the same reducers (a one-line
+error without CuPy). Rank 0 shows progress per size (a tqdm bar on a terminal,
+plain lines on stderr otherwise).
 
 The harness never names a strategy: it takes the names from the registry (or
 ``--strategies``) and the baseline from ``--baseline``.
@@ -33,9 +42,15 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
+from mpicomm.bench import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
+from mpicomm.bench.crossover import crossover_lines
+from mpicomm.codecs import make_reducer
+from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
-from mpicomm.reducers import make_reducer, strategies
+from mpicomm.core.progress import Progress
+from mpicomm.core.units import fmt_bytes, fmt_num, jsonable
+from mpicomm.reducers import strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
            "run", "RECORD_KEYS"]
@@ -59,6 +74,7 @@ class BenchConfig:
     dtype: str = "float"
     op: str = "sum"
     seed: int = 1
+    device: str = "cpu"  # cpu (NumPy buffers) | gpu (CuPy buffers)
 
 
 def parse_bytes(text: str) -> int:
@@ -84,13 +100,6 @@ def size_list(begin: int, end: int, factor: float) -> list[int]:
     return sizes
 
 
-def human(nbytes: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
-
-
 class Buffers:
     """Input/output, expected and difference buffers for the largest size; views per size.
 
@@ -98,24 +107,28 @@ class Buffers:
     inside a timed call.
     """
 
-    def __init__(self, max_count: int, dtype, checks: bool = True) -> None:
+    def __init__(self, max_count: int, dtype, checks: bool = True, xp=np) -> None:
         n = max_count if checks else 1
-        self.buf = np.empty(max_count, dtype=dtype)
-        self.expected = np.empty(n, dtype=dtype)
-        self.diff = np.empty(n, dtype=dtype)
+        self.buf = xp.empty(max_count, dtype=dtype)
+        self.expected = xp.empty(n, dtype=dtype)
+        self.diff = xp.empty(n, dtype=dtype)
         for b in (self.buf, self.expected, self.diff):
             b.fill(0)
 
 
-def count_wrong(out: np.ndarray, expected: np.ndarray, diff: np.ndarray, tol: float) -> int:
-    """Elements of ``out`` farther than ``tol`` from ``expected`` (NaN counts as wrong)."""
-    np.subtract(out, expected, out=diff)
-    np.abs(diff, out=diff)
-    return int(out.size - np.count_nonzero(diff <= tol))
+def count_wrong(out, expected, diff, tol: float) -> int:
+    """Elements of ``out`` farther than ``tol`` from ``expected`` (NaN counts as wrong).
+
+    NumPy or CuPy arrays (the work stays on the device; one integer comes back).
+    """
+    xp = np if isinstance(out, np.ndarray) else __import__("cupy")
+    xp.subtract(out, expected, out=diff)
+    xp.abs(diff, out=diff)
+    return int(out.size - int(xp.count_nonzero(diff <= tol)))
 
 
 def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
-          emit=None) -> list[dict]:
+          emit=None, progress: Progress | None = None) -> list[dict]:
     """Time and check every plug-in of ``tests`` at every size; collective over ``comm``.
 
     At each size the plug-ins take turns (``cfg.rounds`` turns of ``cfg.iters``
@@ -128,10 +141,12 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
         cfg: sizes, iterations, rounds, warm-up, checks, dtype, op, seed.
         bufs: buffers for the largest size.
         emit: called with each finished row (on every rank), e.g. to print it.
+        progress: told when each size begins and ends (rank 0 shows it).
 
     Returns:
         One record per plug-in and size (``RECORD_KEYS`` less ``vs_baseline``),
-        identical on all ranks, ordered by size then plug-in.
+        identical on all ranks, ordered by size then plug-in; ``_samples`` holds
+        the per-call times (µs, rounds × calls) behind each row's verdicts.
     """
     dtype = np.dtype(DTYPES[cfg.dtype])
     p = comm.Get_size()
@@ -141,6 +156,9 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
     rows: list[dict] = []
     counts = list(dict.fromkeys(tests[0].count(nbytes, dtype.itemsize) for nbytes in cfg.sizes))
     for count in counts:
+        if progress is not None:
+            progress.begin(f"{', '.join(t.label for t in tests)} at "
+                           f"{fmt_bytes(count * dtype.itemsize)}")
         buf, expected, diff = (b[:count] for b in (bufs.buf, bufs.expected, bufs.diff))
         for rnd in range(cfg.rounds):
             for k, test in enumerate(tests):
@@ -166,9 +184,12 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
         comm.Allreduce(MPI.IN_PLACE, wrong, MPI.SUM)
         for k, test in enumerate(tests):
             row = _record(test, p, count, dtype, cfg.op, times[k, : cfg.rounds * n], int(wrong[k]))
+            row["_samples"] = times[k, : cfg.rounds * n].reshape(cfg.rounds, n) * 1e6
             rows.append(row)
             if emit is not None:
                 emit(row)
+        if progress is not None:
+            progress.done()
     return rows
 
 
@@ -203,40 +224,53 @@ HEADER = (
 )
 
 
+LEGEND = (
+    "# time, min, max: median, fastest and slowest call (each call: the slowest rank's time); "
+    "algbw = size / time; busbw = algbw x 2(p-1)/p; #wrong: elements off the expected sum\n"
+    "# vs baseline: baseline time / time (>1: faster); * = its 95% interval (bootstrap over "
+    "calls and rounds) excludes 1, ~ = within the noise of this run (a tie)"
+)
+MARKS = {"faster": "*", "slower": "*", "tie": "~"}
+
+
 def format_row(row: dict) -> str:
-    vs = row.get("vs_baseline")
+    vs = fmt_num(row.get("vs_baseline"), ".2f")
+    mark = MARKS.get(row.get("vs_verdict"), "") if vs != "-" else ""
     return (
         f"{row['strategy']:>20} {row['ranks']:>5} {row['bytes']:>11} {row['count']:>11} "
-        f"{row['type']:>6} {row['redop']:>5} {row['time_us']:>9.2f} {row['min_us']:>9.2f} "
-        f"{row['max_us']:>9.2f} {row['algbw_gbps']:>7.2f} {row['busbw_gbps']:>7.2f} "
-        f"{row['wrong']:>6} {'-' if vs is None else f'{vs:.2f}':>8}"
+        f"{row['type']:>6} {row['redop']:>5} {fmt_num(row['time_us'], '.2f'):>9} "
+        f"{fmt_num(row['min_us'], '.2f'):>9} {fmt_num(row['max_us'], '.2f'):>9} "
+        f"{fmt_num(row['algbw_gbps'], '.2f'):>7} {fmt_num(row['busbw_gbps'], '.2f'):>7} "
+        f"{row['wrong']:>6} {vs + mark:>8}"
     )
 
 
 # ---------------------------------------------------------------- command
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the nccl-tests flags, the reducer options and --device; --help shows each default."""
+    p.formatter_class = DefaultsFormatter
     p.add_argument("--strategies", default=None,
                    help="comma-separated strategies (default: all registered)")
     p.add_argument("--baseline", default="native",
                    help="strategy the 'vs' column compares to, when it is in the run")
-    p.add_argument("-b", "--minbytes", type=parse_bytes, default=parse_bytes("8"),
-                   help="smallest message size in bytes (8, 4K, 1M; default 8)")
-    p.add_argument("-e", "--maxbytes", type=parse_bytes, default=parse_bytes("64M"),
-                   help="largest message size (default 64M)")
-    p.add_argument("-f", "--stepfactor", type=float, default=2.0,
-                   help="size multiplication factor (default 2)")
-    p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size")
+    p.add_argument("-b", "--minbytes", type=parse_bytes, default="8",
+                   help="smallest message size in bytes (8, 4K, 1M)")
+    p.add_argument("-e", "--maxbytes", type=parse_bytes, default="64M", help="largest message size")
+    p.add_argument("-f", "--stepfactor", type=float, default=2.0, help="size multiplication factor")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size and round")
     p.add_argument("-w", "--warmup_iters", type=int, default=5,
                    help="untimed calls per size (each round)")
     p.add_argument("--rounds", type=int, default=1,
                    help="turns per strategy at each size (strategies alternate; -n calls each)")
     p.add_argument("-c", "--check", type=int, default=1,
                    help="checked calls per size on fresh inputs (0: no check)")
-    p.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float")
-    p.add_argument("-o", "--op", choices=["sum", "mean"], default="sum")
+    p.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float", help="element type")
+    p.add_argument("-o", "--op", choices=["sum", "mean"], default="sum", help="reduction")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                   help="cpu: NumPy buffers; gpu: CuPy buffers (needs mpicomm[gpu])")
     p.add_argument("--seed", type=int, default=1, help="inputs derive from (seed, rank)")
     p.add_argument("--ranks-per-node", type=int, default=None,
-                   help="hierarchical: simulate nodes of K consecutive ranks")
+                   help="hierarchical: simulate nodes of K consecutive ranks (default: ask MPI)")
     p.add_argument("--variant", choices=HIERARCHICAL_VARIANTS, default="reduce_scatter",
                    help="hierarchical variant")
     p.add_argument("--servers", type=int, default=1, help="ps: number of servers S")
@@ -250,8 +284,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default (off here: the bench checks results itself; the first call "
                         "is still checked)")
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
-                   help="MPI thread level to request (read before MPI starts; "
-                   "or MPICOMM_THREAD_LEVEL)")
+                   help="MPI thread level to request (read before MPI starts; default: "
+                   "MPICOMM_THREAD_LEVEL, else mpi4py's multiple)")
+    p.add_argument("--compress", default="none",
+                   help="gradient compression: none | fp16 | int8 | topk:RATIO[:noef] "
+                        "(lossy: result checks are off unless none)")
     p.add_argument("--json", default=None, metavar="PATH", help="write records as JSON")
     p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
 
@@ -270,7 +307,8 @@ def reducer_options(args: argparse.Namespace) -> dict:
     return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
             "servers": args.servers, "dedicated": args.dedicated,
             "crossover_bytes": args.crossover_bytes, "validate": args.validate,
-            "inter_link": args.inter_link, "intra_link": args.intra_link}
+            "inter_link": args.inter_link, "intra_link": args.intra_link,
+            "compress": args.compress}
 
 
 def emulation_note(options: dict) -> str | None:
@@ -320,6 +358,30 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
     return names
 
 
+def device_error(device: str, who: str) -> bool:
+    """For ``--device gpu`` without CuPy (or a GPU): print one line on rank 0, return True."""
+    if device != "gpu":
+        return False
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.core.gpu import import_cupy
+
+    try:
+        import_cupy(who)
+    except ConfigError as exc:
+        usage_error(str(exc))
+        return True
+    return False
+
+
+def cpu_sharing(world: MPI.Comm) -> str | None:
+    """The CPU-sharing warning when this host runs more ranks than it has cores (collective)."""
+    host = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.Get_rank())
+    mine = np.array([host.Get_size()], dtype=np.int64)
+    host.Free()
+    world.Allreduce(MPI.IN_PLACE, mine, MPI.MAX)
+    return V.cpu_sharing_warning(int(mine[0]))
+
+
 def thread_level_record(args: argparse.Namespace) -> dict:
     names = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
              MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
@@ -340,7 +402,12 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
     """
     world = MPI.COMM_WORLD
     dtype = np.dtype(DTYPES[cfg.dtype])
-    bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0)
+    xp = np
+    if cfg.device == "gpu":
+        from mpicomm.core.gpu import import_cupy
+
+        xp = import_cupy("bench")
+    bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0, xp)
     tests = [AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
              for name in names]
     if described is not None:
@@ -349,26 +416,29 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
     world.Allreduce(MPI.IN_PLACE, flags, MPI.SUM)
     together = [t for t, f in zip(tests, flags, strict=True) if f == 0]
     apart = [t for t, f in zip(tests, flags, strict=True) if f > 0]
-    base_time: dict[int, float] = {}
+    base: dict[int, dict] = {}
 
     def emit(row: dict, comm: MPI.Comm) -> None:
         if row["strategy"] == baseline:
-            base_time[row["bytes"]] = row["time_us"]
-        t0 = base_time.get(row["bytes"])
-        row["vs_baseline"] = None if t0 is None else t0 / row["time_us"]
+            base[row["bytes"]] = row
+        _vs_baseline(row, base.get(row["bytes"]), cfg.seed)
         if printer is not None and comm.Get_rank() == 0:
             printer(row)
 
+    n_sizes = len(dict.fromkeys(max(s // dtype.itemsize, 1) for s in cfg.sizes))
+    weights = [s + 65536 for s in cfg.sizes[:n_sizes]] * (bool(together) + len(apart))
+    progress = Progress(len(weights), "bench", enabled=world.Get_rank() == 0, weights=weights,
+                        stream=sys.stderr)
     rows: list[dict] = []
     if together:
-        rows += sweep(together, world, cfg, bufs, lambda row: emit(row, world))
+        rows += sweep(together, world, cfg, bufs, lambda row: emit(row, world), progress)
         for t in together:
             t.close()
     for test in apart:
         comm = world.Split(0 if test.active else MPI.UNDEFINED, key=world.Get_rank())
         mine: list[dict] = []
         if test.active:
-            mine = sweep([test], comm, cfg, bufs, lambda row, c=comm: emit(row, c))
+            mine = sweep([test], comm, cfg, bufs, lambda row, c=comm: emit(row, c), progress)
             test.close()  # releases the dedicated servers from serve()
             comm.Free()
         else:
@@ -377,14 +447,31 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
         # every rank gets the records (setup path, not timed: pickling is fine)
         first = world.allreduce(world.Get_rank() if test.active else world.Get_size(), op=MPI.MIN)
         rows += world.bcast(mine, root=first)
+    progress.close()
     return rows
+
+
+def _vs_baseline(row: dict, base: dict | None, seed: int) -> None:
+    """Set ``vs_baseline`` (baseline time / time) and its verdict: faster, slower or tie."""
+    row["vs_baseline"] = row["vs_low"] = row["vs_high"] = row["vs_verdict"] = None
+    if base is None or not row["time_us"] > 0:
+        return
+    row["vs_baseline"] = base["time_us"] / row["time_us"]
+    if base is row:
+        return
+    v = V.compare_pair(row["strategy"], base["strategy"], row["_samples"], base["_samples"],
+                       seed=seed)
+    row["vs_low"], row["vs_high"] = v.ratio.low, v.ratio.high
+    row["vs_verdict"] = ("tie" if v.winner is None else
+                         "faster" if v.winner == row["strategy"] else "slower")
 
 
 def write_records(rows: list[dict], meta: dict, json_path: str | None,
                   csv_path: str | None) -> None:
-    if json_path:
+    rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    if json_path:  # strict JSON: NaN and infinities become null
         with open(json_path, "w") as f:
-            json.dump({**meta, "results": rows}, f, indent=1)
+            json.dump(jsonable({**meta, "results": rows}), f, indent=1, allow_nan=False)
     if csv_path:
         keys = list(dict.fromkeys(RECORD_KEYS + [k for r in rows for k in r]))
         with open(csv_path, "w", newline="") as f:
@@ -403,23 +490,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = BenchConfig(sizes=tuple(size_list(args.minbytes, args.maxbytes, args.stepfactor)),
                       iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
-                      check=args.check,
-                      dtype=args.datatype, op=args.op, seed=args.seed)
+                      check=args.check if args.compress == "none" else 0,
+                      dtype=args.datatype, op=args.op, seed=args.seed, device=args.device)
     options = reducer_options(args)
     ReducerOptions.from_kwargs("bench", **options)  # bad values: one line, before the header
+    if device_error(cfg.device, "bench"):
+        return 2
     level = thread_level_record(args)
     root = world.Get_rank() == 0
+    sharing = cpu_sharing(world)
     if root:
-        print(f"# mpicomm bench: {world.Get_size()} ranks, {cfg.dtype} {cfg.op}, "
-              f"sizes {human(cfg.sizes[0])} .. {human(cfg.sizes[-1])} x{args.stepfactor:g}, "
-              f"iters {cfg.iters} x {cfg.rounds} rounds, warmup {cfg.warmup}, check {cfg.check}, "
-              f"thread level {level['provided']}")
+        print(f"# mpicomm bench: {world.Get_size()} ranks, {cfg.dtype} {cfg.op} on {cfg.device}, "
+              f"sizes {fmt_bytes(cfg.sizes[0])} .. {fmt_bytes(cfg.sizes[-1])} "
+              f"x{args.stepfactor:g}, iters {cfg.iters} x {cfg.rounds} rounds, warmup "
+              f"{cfg.warmup}, check {cfg.check}, thread level {level['provided']}")
         print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
         note = emulation_note(options)
         if note:
             print(note)
-        print(f"# time: median over calls of the slowest rank; vs baseline = "
-              f"{args.baseline} time / time")
+        print(LEGEND.replace("vs baseline:", f"vs baseline ({args.baseline}"
+                             f"{'' if args.baseline in names else ', not in this run: -'}):"))
+        if sharing:
+            print(f"# {sharing}")
         print(HEADER, flush=True)
     described: dict = {}
     rows = run_bench(names, options, cfg, args.baseline,
@@ -432,9 +524,19 @@ def run(args: argparse.Namespace) -> int:
                 bad = sum(r["wrong"] for r in mine)
                 print(f"# {name:>18}: avg bus bandwidth {avg:8.3f} GB/s, "
                       f"out of bounds values {bad} {'OK' if bad == 0 else 'FAILED'}")
+    params = None
+    if len(names) > 1 and world.Get_size() > 1 and len(cfg.sizes) > 1:
+        from mpicomm.costmodel.calibrate import quick_params
+
+        params = quick_params(world)  # collective, ~20 ms: the model's crossovers
+    if root:
+        lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
+                                           cfg.seed)
+        for line in lines:
+            print(line)
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),
                 "thread_level": level, "config": asdict(cfg), "options": options,
                 "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size(),
-                "reducers": described}
+                "reducers": described, "crossovers": crossings}
         write_records(rows, meta, args.json, args.csv)
     return 1 if any(r["wrong"] for r in rows) else 0

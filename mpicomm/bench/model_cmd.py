@@ -1,4 +1,9 @@
-"""``python -m mpicomm model``: the α-β-γ model's predictions held against measurement."""
+"""``python -m mpicomm model``: the α-β-γ model's predictions held against measurement.
+
+Needs at least two ranks (one rank has no link to measure: a one-line error).
+Every printed number is finite: an unmeasured bandwidth prints ``-`` and a
+crossover the model never reaches is said in words, never as 2147483648 B.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from mpicomm.bench.measure import measure
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
 from mpicomm.core.options import ReducerOptions
+from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 
 __all__ = ["add_arguments", "run"]
@@ -35,11 +41,16 @@ def run(args: argparse.Namespace) -> int:
     names = bench.chosen_strategies(args)
     if names is None:
         return 2
+    if world.Get_size() < 2:
+        return bench.usage_error("model needs links to measure: run it as `mpiexec -n N python "
+                                 "-m mpicomm model ...` with N >= 2 (this job has 1 rank)")
+    if bench.device_error(args.device, "model"):
+        return 2
     cfg = bench.BenchConfig(
         sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
         iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters, check=args.check,
         dtype=args.datatype,
-        op=args.op, seed=args.seed)
+        op=args.op, seed=args.seed, device=args.device)
     options = bench.reducer_options(args)
     opts = ReducerOptions.from_kwargs("model", **options)  # a bad link: one line, no message
     # 1. parameters (measured links; an emulated class takes its flags' latency and
@@ -69,20 +80,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _gbps(sizes, per_byte, every: int = 2) -> str:
     pairs = [(m, b) for m, b in zip(sizes, per_byte, strict=True) if m >= 4096][::every]
-    return ", ".join(f"{human(m)} {1e-9 / b:.1f}" for m, b in pairs if b > 0)
+    return ", ".join(f"{fmt_bytes(m)} {1e-9 / b:.1f}" for m, b in pairs if b > 0) or "-"
 
 
-def human(m: int) -> str:
-    return f"{m >> 20}M" if m >= 1 << 20 else f"{m >> 10}K" if m >= 1024 else f"{m}B"
+def _crossover_text(crossover: int, largest: int = 1 << 30) -> str:
+    if crossover > largest:
+        return f"none up to {fmt_bytes(largest)} (recursive doubling predicted faster throughout)"
+    return f"{fmt_bytes(crossover)} ({crossover} B)"
 
 
 def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
     for kind in ("intra", "inter"):
         link = getattr(params, kind)
-        fit = 1e-9 / link.beta_fit if link.beta_fit > 0 else float("inf")
+        fit = fmt_num(1e-9 / link.beta_fit if link.beta_fit > 0 else None, ".1f")
         how = f"emulated {link.emulated}" if link.emulated else f"pair {link.pair}"
-        print(f"# {kind}-node {how}: alpha {link.alpha * 1e6:.2f} us (exchange "
-              f"{link.exchange_alpha() * 1e6:.2f} us); 1/beta ping-pong fit {fit:.1f} GB/s")
+        print(f"# {kind}-node {how}: alpha {fmt_num(link.alpha, '.2f', 1e6)} us "
+              f"(exchange {fmt_num(link.exchange_alpha(), '.2f', 1e6)} us); 1/beta ping-pong "
+              f"fit {fit} GB/s")
         print(f"#   1/beta(m) ping-pong GB/s: {_gbps(link.sizes, link.beta)}")
         if link.beta_x:
             print(f"#   1/beta(m) exchange  GB/s: {_gbps(link.sizes, link.beta_x)}")
@@ -90,12 +104,12 @@ def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
     if params.gamma_local:
         print(f"# 1/gamma(m) local np.add GB/s: {_gbps(params.gamma_sizes, params.gamma_local)}")
     print(f"# nodes {params.num_nodes}, ranks per node {params.local_size}; "
-          f"auto crossover {crossover} B")
+          f"auto crossover {_crossover_text(crossover)}")
     print(f"#{'size (B)':>11} {'strategy':>20} {'predicted':>10} {'measured':>10} "
           f"{'meas/pred':>9} {'busbw':>7}")
     print(f"#{'':>11} {'':>20} {'(us)':>10} {'(us)':>10} {'':>9} {'(GB/s)':>7}")
     for row in sorted(rows, key=lambda r: (r["bytes"], r["strategy"])):
         pred, ratio = row["predicted_us"], row["measured_over_predicted"]
         print(f"{row['bytes']:>12} {row['strategy']:>20} "
-              f"{'-' if pred is None else f'{pred:.2f}':>10} {row['time_us']:>10.2f} "
-              f"{'-' if ratio is None else f'{ratio:.2f}':>9} {row['busbw_gbps']:>7.2f}")
+              f"{fmt_num(pred, '.2f'):>10} {fmt_num(row['time_us'], '.2f'):>10} "
+              f"{fmt_num(ratio, '.2f'):>9} {fmt_num(row['busbw_gbps'], '.2f'):>7}")

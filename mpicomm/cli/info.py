@@ -1,4 +1,9 @@
-"""``python -m mpicomm info``: what MPI, topology and buffer support this job has."""
+"""``python -m mpicomm info``: what MPI, topology and buffer support this job has.
+
+Prints (rank 0) versions, the MPI library, CUDA-awareness, CuPy (its version,
+or absent with the install hint), the GPUs CuPy sees, the strategies, the
+topology, and one line per rank: host, node, local rank.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,8 @@ import json
 
 from mpi4py import MPI
 
-from mpicomm.core.backend import mpi_cuda_aware
 from mpicomm.core.environment import environment
+from mpicomm.core.gpu import gpu_info
 from mpicomm.core.topology import Topology
 from mpicomm.reducers import strategies
 
@@ -16,6 +21,9 @@ from mpicomm.reducers import strategies
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks-per-node", type=int, default=None,
                    help="simulate nodes of K consecutive ranks (default: ask MPI)")
+    from mpicomm.core.helptext import DefaultsFormatter
+
+    p.formatter_class = DefaultsFormatter
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     rows = comm.gather((comm.rank, MPI.Get_processor_name(), topo.node_id, topo.local_rank))
     if comm.rank == 0:
         info = environment()
-        info["cuda_aware_mpi"] = mpi_cuda_aware()
+        info.update(gpu_info())  # cuda_aware_mpi, cupy (version or None), gpus
         info["strategies"] = strategies()
         info["topology"] = topo.describe()
         print(json.dumps(info, indent=2))

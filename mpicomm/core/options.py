@@ -15,9 +15,34 @@ from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 
-__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag"]
+__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
+
+# gradient compression (mpicomm.codecs): the spellings of ReducerOptions.compress
+CODECS = ("none", "fp16", "int8", "topk:RATIO", "topk:RATIO:noef")
+
+
+def parse_compress(text: object) -> tuple[str, float | None, bool]:
+    """Return (codec, ratio, error_feedback) of a ``compress`` string, or raise ``ConfigError``.
+
+    ``none``, ``fp16``, ``int8``, ``topk:RATIO`` (0 < RATIO <= 1, with error
+    feedback) or ``topk:RATIO:noef`` (without).
+    """
+    parts = str(text).strip().lower().split(":") if isinstance(text, str) else [None]
+    head = parts[0]
+    if head in ("none", "fp16", "int8") and len(parts) == 1:
+        return head, None, False
+    if head == "topk" and len(parts) in (2, 3) and parts[-1] != "" and (
+            len(parts) == 2 or parts[2] in ("ef", "noef")):
+        try:
+            ratio = float(parts[1])
+        except ValueError:
+            ratio = float("nan")
+        if 0 < ratio <= 1:
+            return "topk", ratio, len(parts) == 2 or parts[2] == "ef"
+    raise ConfigError(f"unknown compress codec {text!r}; valid codecs: {', '.join(CODECS)} "
+                      f"(0 < RATIO <= 1, e.g. topk:0.01)")
 
 
 def env_flag(name: str) -> bool | None:
@@ -64,6 +89,10 @@ class ReducerOptions:
             None takes ``MPICOMM_INTER_LINK`` if set, else no emulation. Stored
             parsed, as a ``LinkSpec``. ``native`` cannot be emulated.
         intra_link: the same for links inside a node (``MPICOMM_INTRA_LINK``).
+        compress: gradient compression on the wire (``mpicomm.codecs``): ``"none"``,
+            ``"fp16"``, ``"int8"``, ``"topk:RATIO"`` or ``"topk:RATIO:noef"``; stored
+            normalised. Only ``mpicomm.make_reducer`` (``mpicomm.codecs``) builds
+            compressed reducers.
     """
 
     ranks_per_node: int | None = None
@@ -75,6 +104,7 @@ class ReducerOptions:
     crossover_bytes: int | None = None
     inter_link: str | LinkSpec | None = None
     intra_link: str | LinkSpec | None = None
+    compress: str = "none"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
@@ -100,6 +130,9 @@ class ReducerOptions:
         for name in ("inter_link", "intra_link"):
             spec = link_from_env(getattr(self, name), name, f"MPICOMM_{name.upper()}")
             object.__setattr__(self, name, spec)
+        codec, ratio, ef = parse_compress(self.compress)
+        spelled = codec if ratio is None else f"topk:{ratio:g}" + ("" if ef else ":noef")
+        object.__setattr__(self, "compress", spelled)
 
     @property
     def emulated(self) -> bool:

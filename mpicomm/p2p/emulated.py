@@ -17,7 +17,11 @@ How (one header per emulated message, only while emulation is on):
    among them — a send's own F, a receive's F from its header. So a receiver
    never has a message before its emulated arrival (the sender sleeping after
    its send would not stop it), and the real copy overlaps the emulated time
-   instead of adding to it (as sleeping before the send would).
+   instead of adding to it (as sleeping before the send would). The real wait
+   of a batch holding an emulated message sleeps too: ``Testall`` every
+   ``POLL_SECONDS`` instead of MPI's busy ``Waitall``, so ranks waiting on the
+   emulated network leave the cores to the ranks copying (8 ranks on 2 cores).
+   A batch of plain messages only waits as ``Transport`` does.
 
 Blocking ``sendrecv``/``send``/``recv`` are ``isend``/``irecv`` + ``waitall``.
 Peers on a class that is not emulated get plain messages (no header).
@@ -41,7 +45,9 @@ from mpicomm.core.links import LinkSpec
 from mpicomm.p2p.links import Interface, sleep_until
 from mpicomm.p2p.transport import Traffic, Transport
 
-__all__ = ["EmulatedTransport"]
+__all__ = ["EmulatedTransport", "POLL_SECONDS"]
+
+POLL_SECONDS = 1e-4  # real-transfer poll period while an emulated message is pending
 
 
 class _Pending:
@@ -110,7 +116,11 @@ class EmulatedTransport(Transport):
         return _Pending(reqs, 0.0, header, "recv", source, nbytes, now)
 
     def waitall(self, requests: list) -> None:
-        self._wait_requests([r for p in requests for r in p.reqs])
+        reqs = [r for p in requests for r in p.reqs]
+        if any(p.header is not None for p in requests):
+            self._sleep_wait(reqs)
+        else:
+            self._wait_requests(reqs)
         finish = 0.0
         for p in requests:
             if p.header is not None:
@@ -124,6 +134,12 @@ class EmulatedTransport(Transport):
             t1 = time.perf_counter()
             for p in requests:
                 rec.complete(p.name, "p2p", p.t0, t1, peer=p.peer, bytes=p.nbytes)
+
+    def _sleep_wait(self, requests: list) -> None:
+        """Like ``_wait_requests`` (the one place that waits on requests), sleeping between
+        ``Testall`` polls instead of spinning in MPI."""
+        while not MPI.Request.Testall(requests):
+            time.sleep(POLL_SECONDS)
 
     # ------------------------------------------------------------ blocking
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 from mpi4py import MPI
 
 from mpicomm.core import trace
+from mpicomm.p2p import stall
 
 __all__ = ["Transport", "Traffic"]
 
@@ -195,4 +196,6 @@ class Transport:
         emulated blocking calls all come here): a stall inspector wraps this
         method to see who waits on what, and for how long.
         """
+        stall.note_wait(len(requests))
         MPI.Request.Waitall(requests)
+        stall.note_wait(0)

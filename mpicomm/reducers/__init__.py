@@ -51,4 +51,7 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     if cls is None:
         raise ConfigError(f"unknown strategy {name!r}; valid strategies: {', '.join(REDUCERS)}")
     opts = ReducerOptions.from_kwargs(f"make_reducer({name!r})", **options)
+    if opts.compress != "none":  # the codecs layer sits above: it wraps what this builds
+        raise ConfigError(f"compress={opts.compress!r}: compressed reducers are built by "
+                          f"mpicomm.make_reducer (mpicomm.codecs.make_reducer)")
     return cls(comm, opts)

@@ -46,7 +46,7 @@ from mpicomm.core.backend import (
 from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.topology import node_map
-from mpicomm.p2p import Transport, make_transport
+from mpicomm.p2p import Transport, make_transport, stall
 from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
@@ -108,6 +108,7 @@ class Reducer:
         self._cuda_aware: bool | None = None  # decided at the first CuPy call, then kept
         self._key = np.zeros(3, dtype=np.int64)
         self._keys: np.ndarray | None = None
+        self.stall_channel = stall.attach(self.comm) if self._owns_comm else None  # collective
 
     # ---------------------------------------------------------------- public
     def allreduce(self, buf: Any, op: str = "sum") -> Any:
@@ -123,6 +124,14 @@ class Reducer:
         t0 = time.perf_counter()
         if self._closed:
             raise RuntimeError(f"{self.name}: this reducer is closed")
+        call = self.stall_channel.begin(self.name) if self.stall_channel is not None else 0.0
+        try:
+            return self._checked_allreduce(buf, op, t0)
+        finally:
+            if call:
+                self.stall_channel.end(call)
+
+    def _checked_allreduce(self, buf: Any, op: str, t0: float) -> Any:
         if not self.is_worker:
             raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
         # fast path: a writable, C-contiguous float NumPy array (the training loop's case)
@@ -174,6 +183,8 @@ class Reducer:
             return
         self._closed = True
         self._release()
+        if self.stall_channel is not None:
+            self.stall_channel.close()
         if self._owns_comm and self.comm != MPI.COMM_NULL:
             self.comm.Free()
 

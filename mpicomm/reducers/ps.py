@@ -32,6 +32,11 @@ Cost, for S servers each owning n/S bytes (W pushes into each server link):
 (Colocated pushes travel in ⌈(n/S)/PIECE_BYTES⌉ rounds, each ending in a
 ``Waitall``: that many extra α, negligible next to a 1 MiB piece's transfer.)
 
+With emulated links (docs/links.md) only the *sender's* interface is held, so
+the pushes of workers on other nodes travel in parallel while a server's
+answers queue on its interface: T ≈ ⌈(n/S)/piece⌉·(α + piece·β) + k·(α + (n/S)·β)
++ adds, k = the workers on other nodes (``costmodel.ps_time_interfaces``).
+
 With S = 1 the server's link carries 2(W-1)·n bytes: linear in the number of
 workers, the bottleneck the ring removes. With S = W colocated servers each
 link carries 2(W-1)/W·n, as much as the ring — the BytePS argument — and the
@@ -213,9 +218,17 @@ class ParameterServerReducer(Reducer):
 
         p2p, W = self.p2p, self.num_workers
         headers = np.zeros((W, 4), dtype=np.int64)
+        # a worker that never calls again nor close()s would leave this server waiting
+        # silently: after MPICOMM_STALL_WARN_S seconds (default 60; 0: never) say which
+        import os
+
+        warn_s = float(os.environ.get("MPICOMM_STALL_WARN_S", "60") or 0)
         while True:
             # 1. one header from every worker: all reduce the same shape, or all close
-            p2p.waitall([p2p.irecv(headers[i], w, _TAG_HEADER) for i, w in enumerate(self.workers)])
+            reqs = [p2p.irecv(headers[i], w, _TAG_HEADER) for i, w in enumerate(self.workers)]
+            if warn_s > 0 and not p2p.emulated:  # emulated requests wait in the transport
+                self._wait_headers(reqs, warn_s)
+            p2p.waitall(reqs)
             t0 = time.perf_counter()
             cmds = headers[:, 0]
             if (cmds == _CMD_CLOSE).all():
@@ -234,6 +247,33 @@ class ParameterServerReducer(Reducer):
             # 3. answer the pulls
             p2p.waitall([p2p.isend(acc, w, _TAG_PULL) for w in self.workers])
             self.stats.add(time.perf_counter() - t0)
+
+    def _wait_headers(self, reqs: list, warn_s: float) -> None:
+        """Wait for the workers' headers; every ``warn_s`` seconds name the silent ones.
+
+        Polls (``Testall``) without sleeping for the first millisecond, so a
+        server answering a busy job adds no latency, then sleeps 100 µs between
+        polls: a server that waits for minutes does not hold a core.
+        """
+        import sys
+        import time
+
+        started = time.monotonic()
+        fast_until, deadline = started + 1e-3, started + warn_s
+        while not MPI.Request.Testall(reqs):
+            now = time.monotonic()
+            if now > fast_until:
+                time.sleep(1e-4)
+            if now > deadline:
+                deadline += warn_s
+                silent = [w for w, r in zip(self.workers, reqs, strict=True) if not r.Test()]
+                if silent:
+                    sys.stderr.write(
+                        f"mpicomm: ps: server rank {self.rank} has waited {now - started:.0f} s "
+                        f"for workers {silent} (no allreduce, no close()): a worker that ends "
+                        "without close() (or `with make_reducer(...)`) leaves its server "
+                        "waiting\n")
+                    sys.stderr.flush()
 
     def _header_mismatch(self, headers: np.ndarray) -> str:
         parts = []

@@ -21,7 +21,10 @@ Cost (α latency, β seconds/byte, γ seconds/byte to reduce):
     T_ring = 2(p-1)·α + 2·(p-1)/p·n·β + (p-1)/p·n·γ
 
 Each rank sends and receives 2(p-1)/p·n bytes: independent of p, which is why
-the ring scales where a single parameter server does not. (Pieces add
+the ring scales where a single parameter server does not. With emulated links
+(docs/links.md) every step waits for the slowest link in the ring: on several
+nodes α = the inter-node latency and β = 1/bandwidth (or the real link's, when
+slower). (Pieces add
 ⌈n/(p·PIECE_BYTES)⌉ - 1 extra α per reduce-scatter step: negligible, since a
 piece takes far longer than α to move.)
 

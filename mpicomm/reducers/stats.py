@@ -20,7 +20,9 @@ class ReduceStats(Traffic):
     so the count is the bandwidth-optimal lower bound 2(p-1)/p·n each way, with
     the inter-node part a ring's (to the right neighbour, from the left), stated
     as such. The leader variant of hierarchical counts its in-node MPI
-    Reduce/Bcast as a flat one (see its docstring).
+    Reduce/Bcast as a flat one (see its docstring). A dedicated ps also counts its
+    32-byte command headers. Emulated links add no bytes or messages: their
+    small timing headers are the transport's, not the strategy's.
     """
 
     calls: int = 0

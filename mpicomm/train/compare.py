@@ -14,118 +14,126 @@ given; otherwise the real nodes when the job spans several hosts, and simulated
 nodes of 2 ranks when it runs on one host, so a laptop still exercises the
 intra-/inter-node split. A 1-worker baseline (rank 0
 alone, same per-worker batch) gives each strategy's scaling efficiency.
+
+Verdicts respect noise (``train.reading``, ``bench.verdict``): "A beats B" only
+when the 95% interval of their speed ratio, from the step times of every round,
+excludes 1; otherwise a tie with its interval. A comparison needs at least two
+ranks: one rank is refused with a one-line error.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+import platform
+import zlib
 
 import numpy as np
 
 from mpicomm import costmodel
 from mpicomm.bench.measure import measure as measure_model
+from mpicomm.bench.verdict import cpu_sharing_warning, speed_interval
+from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.reducers import strategies
 from mpicomm.train import loop as T
 from mpicomm.train import metrics
+from mpicomm.train import reading as report
+from mpicomm.train.report import COLUMNS
 
-__all__ = ["add_arguments", "run", "reading", "DEFAULT_STRATEGIES"]
+__all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES"]
 
 DEFAULT_STRATEGIES = ("native", "ps", "ring", "hierarchical")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add --strategies, --no-baseline and the training flags."""
+    """Add --strategies, --no-baseline, --repeats, --explain and the training flags."""
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help="comma-separated strategies to run, in order")
     p.add_argument("--no-baseline", dest="solo_baseline", action="store_false",
                    help="skip the 1-worker baseline (no scaling efficiency)")
     p.add_argument("--repeats", type=int, default=3,
-                   help="rounds over all strategies; each reports its median round")
+                   help="rounds over all strategies (they take turns); the verdict uses every "
+                        "round, the table shows each strategy's median round")
+    p.add_argument("--explain", action="store_true",
+                   help="also print how the verdict is decided (the statistics)")
     T.add_arguments(p, single_run=False)
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit, k in (("MB", 1e6), ("KB", 1e3)):
-        if n >= k:
-            return f"{n / k:.3g} {unit}"
-    return f"{n:.0f} B"
+ONE_RANK = ("a comparison needs several ranks: run it as `mpiexec -n N python -m mpicomm "
+            "compare ...` with N >= 2 (this job has 1 rank)")
 
 
-def reading(records: list[dict], params: Any) -> list[str]:
-    """Return a one-line verdict (who won and why, in α-β-γ terms) and a model-vs-measured line.
+def _split_name(name: str) -> tuple[str, str | None]:
+    """``ps:async`` -> ("ps", "async") (the real parameter server); ``ring`` -> ("ring", None)."""
+    base, _, mode = name.partition(":")
+    return base, mode or None
 
-    Args:
-        records: ``run_training`` records of one job (same model and ranks), each
-            with ``predicted_comm_s`` from ``costmodel.predict``.
-        params: the ``costmodel.ModelParams`` measured in this job.
-    """
-    ok = [r for r in records if r["samples_per_sec"] == r["samples_per_sec"]]  # drop NaN
-    if not ok:
-        return ["no strategy completed a timed step"]
-    ranked = sorted(ok, key=lambda r: -r["samples_per_sec"])
-    win = ranked[0]
-    p, n = win["ranks"], win["grad_bytes"]
-    link = params.flat_link()
-    latency = 2 * (p - 1) * link.alpha  # the ring's two terms, at its message size n/p
-    bandwidth = 2 * (p - 1) / p * n * link.beta_at(n / p)
-    text = f"{win['strategy']} won ({win['samples_per_sec']:,.0f} samples/s"
-    if len(ranked) > 1:
-        margin = win["samples_per_sec"] / ranked[1]["samples_per_sec"]
-        spread = win["step_time_p90_s"] / win["step_time_median_s"]
-        text += f", {margin:.2f}x {ranked[1]['strategy']}"
-        if margin < spread:  # the lead is smaller than the winner's own step-time spread
-            text += f"; a tie within the step-time spread, p90/median = {spread:.2f}"
-    text += "). "
-    if win["comm_share"] < 0.2:
-        text += (f"Compute-bound: comm is {100 * win['comm_share']:.0f}% of its step, so the "
-                 "strategies differ by little. ")
-    if bandwidth >= latency:
-        text += (f"Comm is bandwidth-bound at n = {_fmt_bytes(n)}: the ring's bytes term "
-                 f"2(p-1)/p·nβ = {bandwidth * 1e6:.0f} µs outweighs its latency term "
-                 f"2(p-1)α = {latency * 1e6:.0f} µs, so bytes through the busiest link decide: "
-                 f"a ring/hierarchical rank sends 2(p-1)/p·n = {_fmt_bytes(2 * (p - 1) * n / p)}"
-                 " per step")
-        ps = next((r for r in records if r["strategy"] == "ps"), None)
-        if ps is not None:
-            S, W = len(ps["reducer"].get("servers") or [0]), ps["workers"]
-            busiest = (W - (0 if ps["reducer"].get("dedicated") else 1)) * n / S
-            text += (f", a ps server (S = {S}) sends {'(W-1)' if busiest < W * n / S else 'W'}"
-                     f"·n/S = {_fmt_bytes(busiest)} and receives as much through one link")
-        text += "."
-    else:
-        text += (f"Comm is latency-bound at n = {_fmt_bytes(n)}: the ring's latency term "
-                 f"2(p-1)α = {latency * 1e6:.0f} µs outweighs its bytes term "
-                 f"2(p-1)/p·nβ = {bandwidth * 1e6:.0f} µs, so the number of message rounds "
-                 "decides (2(p-1) for ring, lg p for recursive doubling).")
-    pairs = [(r["strategy"], r["comm_s"], r.get("predicted_comm_s")) for r in records]
-    shown = ", ".join(f"{s} {m * 1e3:.2f}/{x * 1e3:.2f}" for s, m, x in pairs if x)
-    line2 = (f"comm ms per step, measured/model: {shown} (α = {link.alpha * 1e6:.1f} µs, "
-             f"1/β(n/p) = {1e-9 / max(link.beta_at(n / p), 1e-300):.2f} GB/s).")
-    ratios = sorted(m / x for _, m, x in pairs if x)
-    if ratios and ratios[len(ratios) // 2] > 2:
-        line2 += (f" Measured runs {ratios[0]:.1f}-{ratios[-1]:.1f}x the model: time in "
-                  "allreduce also holds waiting for the slowest rank's compute and, with more "
-                  "ranks than cores, for a core; α-β sees neither.")
-    return [text, line2]
+
+def _run_config(cfg: T.TrainConfig, name: str, bound: int) -> T.TrainConfig:
+    """The run's config for a --strategies entry (``ps:ssp`` takes --staleness); checked."""
+    base, mode = _split_name(name)
+    return dataclasses.replace(cfg, strategy=base, ps_mode=mode,
+                               staleness=bound if mode == "ssp" else 0)
 
 
 def _median_run(recs: list[dict], baseline: float | None) -> dict:
-    """Return the record of the median-throughput run, with every run's samples/s and spread."""
+    """Return the record of the median-throughput run, with every run's samples/s and its interval.
+
+    ``samples_per_sec_spread`` (the table's ± column) is the larger of the
+    half-width of the 95% bootstrap interval of the speed over the steps of
+    every round, and half the range of the rounds' samples/s over their median:
+    with one round, the within-run step spread, never a fake 0%.
+    """
     sps = [r["samples_per_sec"] for r in recs]
     order = sorted(range(len(recs)), key=lambda i: sps[i])
     rec = dict(recs[order[(len(recs) - 1) // 2]])
     rec["repeats"] = len(recs)
     rec["samples_per_sec_runs"] = sps
-    rec["samples_per_sec_spread"] = (max(sps) - min(sps)) / rec["samples_per_sec"]
+    rounds = [r.get("step_times_s") or [] for r in recs]
+    if any(rounds):
+        iv = speed_interval(rounds, work=rec["global_batch"], widen=False)
+        half_range = (max(sps) - min(sps)) / 2 / rec["samples_per_sec"]
+        rec["samples_per_sec_spread"] = max(iv.half_width(), half_range)
+        rec["samples_per_sec_interval"] = [iv.low, iv.high]
+    else:
+        rec["samples_per_sec_spread"] = None
     rec["baseline_samples_per_sec"] = baseline
     rec["scaling_efficiency"] = (rec["samples_per_sec"] / (rec["workers"] * baseline)
                                  if baseline else None)
     if len({r["param_crc32"] for r in recs}) > 1:  # same seed, same data: same result
         rec["params_in_sync"] = False
     return rec
+
+
+def _ranks_on_busiest_host(comm) -> int:
+    """The largest number of this job's ranks on one host (collective)."""
+    host = zlib.crc32(platform.node().encode())
+    hosts = metrics.gather_rows(comm, np.array([host], dtype=np.float64))[:, 0]
+    return int(max(np.count_nonzero(hosts == h) for h in set(hosts.tolist())))
+
+
+def _configure(args: argparse.Namespace, names: list[str],
+               size: int) -> tuple[T.TrainConfig, dict[str, T.TrainConfig]]:
+    """Check the compare flags; return the first strategy's config and each name's (ConfigError).
+
+    A name is a strategy, or ``ps:MODE`` for the real parameter server (``ps:ssp``
+    takes ``--staleness``).
+    """
+    bad = [s for s in names if _split_name(s)[0] not in strategies()
+           or (_split_name(s)[1] is not None and _split_name(s)[0] != "ps")]
+    if size < 2:
+        raise T.ConfigError(ONE_RANK)
+    if args.repeats < 1:
+        raise T.ConfigError(f"--repeats must be >= 1, got {args.repeats}")
+    if not names or bad:
+        raise T.ConfigError(
+            f"--strategies: unknown {', '.join(map(repr, bad)) or '(empty list)'}; "
+            f"valid strategies: {', '.join(strategies())} (and ps:sync, ps:async, ps:ssp)"
+        )
+    flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
+    cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
+    return cfg, {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,16 +143,8 @@ def run(args: argparse.Namespace) -> int:
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    bad = [s for s in names if s not in strategies()]
     try:
-        if args.repeats < 1:
-            raise T.ConfigError(f"--repeats must be >= 1, got {args.repeats}")
-        if not names or bad:
-            raise T.ConfigError(
-                f"--strategies: unknown {', '.join(map(repr, bad)) or '(empty list)'}; "
-                f"valid strategies: {', '.join(strategies())}"
-            )
-        cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy=names[0]))
+        cfg, run_cfgs = _configure(args, names, comm.Get_size())
         user_rpn = resolve_ranks_per_node(cfg.ranks_per_node)
     except (T.ConfigError, ValueError, TypeError) as exc:  # same on every rank
         if rank0:
@@ -161,41 +161,71 @@ def run(args: argparse.Namespace) -> int:
     else:
         hier_rpn = None if topo.num_nodes > 1 else 2
     topo.free()
+    sharing = cpu_sharing_warning(_ranks_on_busiest_host(comm))
+    if rank0 and sharing:
+        print(sharing, flush=True)
 
     # Rounds interleave the strategies, so a burst of load on a shared host hits them
-    # alike; each strategy reports its median-throughput round and the spread.
+    # alike; each strategy reports its median-throughput round, the verdict uses all.
     runs: dict[str, list[dict]] = {name: [] for name in names}
     baselines = []
+    solo = args.solo_baseline
+    prog = Progress(args.repeats * (len(names) + solo), "compare", enabled=rank0)
     try:
         for rnd in range(args.repeats):
-            if args.solo_baseline and comm.Get_size() > 1:
+            if solo:
+                prog.begin(f"round {rnd + 1}/{args.repeats}: 1-worker baseline")
                 baselines.append(T.measure_baseline(cfg, comm))
+                prog.done()
             for name in names:
+                prog.begin(f"round {rnd + 1}/{args.repeats}: {name}")
                 rpn = hier_rpn if name == "hierarchical" else user_rpn
-                run_cfg = dataclasses.replace(cfg, strategy=name, ranks_per_node=rpn)
+                run_cfg = dataclasses.replace(run_cfgs[name], ranks_per_node=rpn)
                 runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
+                prog.done()
     except T.SetupError:
         return 2
+    finally:
+        prog.close()
     baseline = float(np.median(baselines)) if baselines else None
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
     model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
-        rec["predicted_comm_s"] = costmodel.predict(name, rec["ranks"], rec["grad_bytes"], model,
-                                                    opts)
+        # auto: at the switch size it actually used (its own calibration), not this model's;
+        # the real parameter server (ps:MODE) has no allreduce formula
+        rec["predicted_comm_s"] = None if ":" in name else costmodel.predict(
+            name, rec["ranks"], rec["grad_bytes"], model, opts,
+            rec.get("reducer", {}).get("crossover_bytes"))
     if rank0:
-        lines = reading(records, model)
-        print()
-        print(T.format_table(records))
-        print()
-        for line in lines:
-            print(line)
-        if args.json:
-            T.write_json(args.json, T.document(
-                "compare", cfg, records, topology, strategies=names, repeats=args.repeats,
-                baseline_samples_per_sec=baseline, cost_model=dataclasses.asdict(model),
-                reading=lines,
-            ))
-            print(f"wrote {args.json}")
+        _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
     return 0
+
+
+def _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing) -> None:
+    """Rank 0: the table, the verdict and reading, the legend, and --json."""
+    lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed)
+    if sharing:
+        lines.append(sharing)
+    print()
+    print(T.format_table(records))
+    print()
+    for line in lines:
+        print(line)
+    headers = [h for h, k, _ in COLUMNS if any(r.get(k) is not None for r in records)]
+    print()
+    for line in report.legend(headers, explain=args.explain):
+        print(line)
+    if args.json:
+        vs, floor = report.verdicts(records, runs, cfg.seed)
+        slim = [{k: v for k, v in r.items() if k != "step_times_s"} for r in records]
+        T.write_json(args.json, T.document(
+            "compare", cfg, slim, topology, strategies=names, repeats=args.repeats,
+            baseline_samples_per_sec=baseline, cost_model=dataclasses.asdict(model),
+            reading=lines, noise_floor=floor,
+            verdicts=[{"a": v.a, "b": v.b, "ratio": v.ratio.value, "low": v.ratio.low,
+                       "high": v.ratio.high, "winner": v.winner,
+                       "same_algorithm": v.same_algorithm} for v in vs],
+        ))
+        print(f"wrote {args.json}")

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
-from mpicomm.core.options import HIERARCHICAL_VARIANTS
+from mpicomm.core.options import HIERARCHICAL_VARIANTS, parse_compress
 from mpicomm.reducers import strategies
 from mpicomm.train.model import parse_layers
 
@@ -87,6 +88,14 @@ class TrainConfig:
     accumulate: int = 1                 # engine: micro-batches per optimizer step (reduce once)
     trace: str | None = None            # Chrome-trace JSON of every rank (Perfetto)
     trace_steps: str | None = None      # record only steps A:B (0-based, B excluded)
+    ps_mode: str | None = None          # --strategy ps as a real parameter server: sync | async |
+                                        # ssp (servers own parameters and optimizer; docs/ps.md)
+    staleness: int = 0                  # ps ssp: a worker runs at most S steps ahead (0 = sync)
+    straggler: tuple[str, ...] = ()     # RANK:MS: that rank sleeps MS ms in every step's compute
+                                        # (repeatable)
+    jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
+    compress: str = "none"              # reducer: gradient compression on the wire: none | fp16
+                                        # | int8 | topk:RATIO[:noef] (docs/compression.md)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -100,7 +109,8 @@ class TrainConfig:
     def reducer_options(self) -> dict[str, Any]:
         """Return the ``make_reducer`` keyword options of this run."""
         opts: dict[str, Any] = {"ranks_per_node": self.ranks_per_node, "variant": self.variant,
-                                "servers": self.servers, "dedicated": self.dedicated}
+                                "servers": self.servers, "dedicated": self.dedicated,
+                                "compress": self.compress}
         if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
             opts["validate"] = self.validate
         for name in ("inter_link", "intra_link"):  # None: MPICOMM_*_LINK, else not emulated
@@ -146,6 +156,10 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--dtype must be float32 or float64, got {cfg.dtype!r}")
     if cfg.device not in ("cpu", "gpu"):
         bad(f"--device must be cpu or gpu, got {cfg.device!r}")
+    if cfg.device == "gpu":  # missing CuPy: one line with the install hint, not a traceback
+        from mpicomm.core.gpu import import_cupy
+
+        import_cupy()
     if not 0 < cfg.holdout < 1:
         bad(f"--holdout must be in (0, 1), got {cfg.holdout!r}")
     if (cfg.resume or cfg.checkpoint_every) and not cfg.checkpoint:
@@ -161,6 +175,10 @@ def _validate(cfg: TrainConfig) -> None:
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
+    try:
+        parse_compress(cfg.compress)
+    except ConfigError as exc:
+        bad(f"--compress: {exc}")
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")
         if not sep or not all(x.strip().isdigit() or x == "" for x in (a, b)) or (
@@ -169,6 +187,38 @@ def _validate(cfg: TrainConfig) -> None:
                 f"got {cfg.trace_steps!r}")
         if not cfg.trace:
             bad("--trace-steps needs --trace PATH")
+    _validate_ps_and_delays(cfg, bad)
+
+
+def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
+    """--ps-mode, --staleness, --straggler, --jitter (normalises straggler to RANK:MS strings)."""
+    if cfg.ps_mode is not None:
+        if cfg.ps_mode not in ("sync", "async", "ssp"):
+            bad(f"--ps-mode must be sync, async or ssp, got {cfg.ps_mode!r}")
+        if cfg.strategy != "ps":
+            bad(f"--ps-mode needs --strategy ps, got {cfg.strategy!r}")
+        if cfg.checkpoint or cfg.resume:
+            bad("--ps-mode: checkpoint/resume does not cover the servers' state yet; run "
+                "without --checkpoint (the allreduce strategies checkpoint)")
+        if cfg.accumulate != 1 or cfg.device != "cpu":
+            bad("--ps-mode runs on the CPU with --accumulate 1")
+    if isinstance(cfg.staleness, bool) or not isinstance(cfg.staleness, int) or cfg.staleness < 0:
+        bad(f"--staleness must be an integer >= 0, got {cfg.staleness!r}")
+    if cfg.staleness and cfg.ps_mode != "ssp":
+        bad("--staleness needs --ps-mode ssp")
+    items = [cfg.straggler] if isinstance(cfg.straggler, str) else list(cfg.straggler or ())
+    parts = [x.strip() for item in items for x in str(item).split(",") if x.strip()]
+    for part in parts:
+        rank, sep, ms = part.partition(":")
+        try:
+            ok = sep and int(rank) >= 0 and float(ms) >= 0 and np.isfinite(float(ms))
+        except ValueError:
+            ok = False
+        if not ok:
+            bad(f"--straggler must be RANK:MS with RANK >= 0 and MS >= 0, got {part!r}")
+    object.__setattr__(cfg, "straggler", tuple(parts))
+    if not (isinstance(cfg.jitter, (int, float)) and np.isfinite(cfg.jitter) and cfg.jitter >= 0):
+        bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
 
 
 # ------------------------------------------------------------ flags, generated
@@ -203,13 +253,7 @@ def field_help(cls: type = TrainConfig) -> dict[str, str]:
     return {name: " ".join(parts) for name, parts in helps.items()}
 
 
-class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show defaults in --help, except for on/off switches that default to off."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.nargs == 0 and not action.default:
-            return action.help or ""
-        return super()._get_help_string(action)
+_DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
 
 
 def _base_type(hint: Any) -> tuple[Any, bool]:
@@ -238,6 +282,8 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
         if kind is bool:
             action = "store_true" if f.default is False else argparse.BooleanOptionalAction
             p.add_argument(flag, action=action, default=f.default, help=help_text)
+        elif kind == tuple[str, ...]:  # repeatable flag, parsed by the config
+            p.add_argument(flag, action="append", default=None, help=help_text)
         elif typing.get_origin(kind) is tuple:  # comma list, parsed by the config
             p.add_argument(flag, default=",".join(map(str, f.default)), help=help_text)
         else:

@@ -28,17 +28,18 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.codecs import make_reducer
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.reducers import make_reducer
-from mpicomm.train import metrics
+from mpicomm.train import metrics, slow_rank
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
 from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.report import document, format_table, write_json
+from mpicomm.train.straggle import Delays
 from mpicomm.train.summary import summarize
 from mpicomm.train.trace_writer import TraceFile
 
@@ -62,6 +63,10 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     on every rank when data, model or checkpoint set-up fails on any rank.
     """
     comm = metrics.world() if comm is None else comm
+    if cfg.ps_mode:  # a real parameter server (servers own parameters and optimizer)
+        from mpicomm.train.ps_loop import run_ps_training
+
+        return run_ps_training(cfg, comm, verbose=verbose)
     tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     world = make_world(cfg, comm, verbose)                      # 2.
     job = set_up(cfg, world, tracer)                            # 3.
@@ -77,7 +82,10 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     world.reducer.close()  # workers: tell the servers we are done; everyone: free the comm
     if tracer is not None:
         tracer.close()
-    return summarize(cfg, world, job, times, baseline_sps)     # 6.
+    record = summarize(cfg, world, job, times, baseline_sps)   # 6.
+    record.update(slow_rank.report(comm, *world.reducer.stall_channel.take_log(),
+                                   world.is_worker))
+    return record
 
 
 # ---------------------------------------------------------------- 2. world
@@ -122,6 +130,7 @@ class Job:
     shard: Any = None
     model: Any = None
     velocity: Any = None   # SGD momentum buffer, same layout as params
+    delays: Any = None     # --straggler / --jitter sleeps (train.straggle.Delays)
 
 
 def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
@@ -169,7 +178,8 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=world.worker_rank,
                   num_workers=world.workers, seed=cfg.seed, xp=xp)
     model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
-    job = Job(0, ds, shard, model, xp.zeros_like(model.params))
+    job = Job(0, ds, shard, model, xp.zeros_like(model.params),
+              Delays(cfg, world.comm.Get_rank()))
     if cfg.resume:
         ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source)
         model.params[...] = xp.asarray(ck["params"])
@@ -276,6 +286,8 @@ def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine,
     for k in range(K):
         xb, yb = job.shard.next()
         t = perf()
+        if k == 0 and job.delays is not None:
+            job.delays.sleep()  # --straggler / --jitter: counted as compute
         loss += float(job.model.forward(xb, yb))
         if rec is not None:
             rec.complete("forward", "forward", t, perf(), thread="training")
@@ -340,7 +352,7 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     if comm.Get_rank() == 0:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
                                    checkpoint_every=0, resume=False, json=None, dedicated=False,
-                                   trace=None, trace_steps=None)
+                                   trace=None, trace_steps=None, ps_mode=None, staleness=0)
         try:
             sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]
         except SetupError:  # rank 0 has printed why; the others must hear of it, not wait
@@ -378,6 +390,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"nothing to train: the checkpoint is at step {record['resumed_from_step']} "
                   f"of --steps {cfg.steps}")
         print(format_table([record]))
+        if record.get("slow_rank_note"):
+            print(record["slow_rank_note"])
         if record["steps_timed"]:
             print(f"framework overhead (step time outside compute+comm+optimizer): "
                   f"{100 * record['other_share']:.1f}%")

@@ -9,14 +9,17 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.core.units import jsonable
+
 __all__ = ["COLUMNS", "format_table", "write_json", "document"]
 
 
 COLUMNS = [  # header, record key, format
     ("strategy", "strategy", "{}"),
     ("ranks", "ranks", "{}"),
+    ("workers", "workers", "{}"),               # ranks that train (dedicated servers do not)
     ("samples/s", "samples_per_sec", "{:,.0f}"),
-    ("±", "samples_per_sec_spread", "%"),       # (max - min) / median over repeats
+    ("±", "samples_per_sec_spread", "%"),       # noise: bootstrap half-width or half range
     ("step ms", "step_time_median_s", "ms"),     # median over steps (step: mean over workers)
     ("p90", "step_time_p90_s", "ms"),
     ("compute", "compute_share", "%"),          # shares of the step time
@@ -65,22 +68,9 @@ def write_json(path: str, document: dict) -> None:
     """Write ``document`` as JSON to ``path`` atomically (temp file + os.replace)."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
-        json.dump(_jsonable(document), f, indent=2, allow_nan=False)
+        json.dump(jsonable(document), f, indent=2, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def _jsonable(value: Any) -> Any:
-    """Return ``value`` with NumPy scalars as Python ones, tuples as lists, NaN/inf as None."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def document(command: str, cfg: Any, records: list[dict], topology: dict,

@@ -80,6 +80,7 @@ def _timing(cfg: Any, world: Any, sums: np.ndarray, step_mean: np.ndarray, wall_
         "samples_per_sec": G * n_timed / wall_max if wall_max > 0 else float("nan"),
         "step_time_median_s": float(np.median(step_mean)) if n_timed else float("nan"),
         "step_time_p90_s": float(np.percentile(step_mean, 90)) if n_timed else float("nan"),
+        "step_times_s": step_mean.tolist() if n_timed else [],  # per timed step (verdicts)
         "step_time_mean_s": per_step(step),
         "compute_s": per_step(compute),
         "comm_s": per_step(exposed),

@@ -1,0 +1,126 @@
+"""top-k sparsification with error feedback (EF-SGD / Deep Gradient Compression).
+
+Per call on a buffer of m values, with k = min(m, max(1, ceil(RATIO·m))):
+
+1. acc = x + residual (the residual of this buffer from the previous call;
+   zero at first, and always zero without error feedback);
+2. idx = the k positions of largest |acc| (``top_k``: a sampled threshold,
+   then ``np.argpartition`` over the candidates; exact), val = acc[idx];
+3. error feedback: residual = acc with acc[idx] set to 0 — what was not sent
+   waits for the next step (``:noef``: residual stays 0, the rest is dropped).
+
+So ``sent + residual_new == x + residual_old`` exactly (bit for bit: values are
+copied, not rounded). A pair is (int32 index, value in the buffer's dtype); a
+message of k pairs is one ``uint8`` buffer [k × int32][k × value]:
+``pair_bytes(k) = k·(4 + itemsize)`` (8k for float32).
+
+The residual is kept per buffer, keyed by (address, length, dtype): pass the
+same buffers every step (the engine's buckets are fixed views of one flat
+gradient), as DDP's communication hooks keep per-bucket state; ``reset()``
+forgets every residual (a new buffer at a freed buffer's address would
+otherwise inherit its residual).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["TopKCodec"]
+
+
+def top_k(mag: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest of ``mag`` (any order; ties broken arbitrarily), exactly.
+
+    A threshold t from a strided sample (its top 2k/m fraction) splits ``mag``:
+    when fewer than k values exceed t but at least k reach it, t is the k-th
+    largest — take those above and fill with those equal (ties, zeros of a
+    sparse input); when at least k exceed t, the top k are among them, and
+    one ``argpartition`` over these few candidates picks them. Otherwise (t
+    too high) ``argpartition`` over all of ``mag``.
+    """
+    m = mag.size
+    if k >= m:
+        return np.arange(m)
+    stride = max(1, m // 16384)  # a sample of about 16k values
+    if stride > 1:
+        sample = mag[::stride]
+        want = min(sample.size - 1, max(1, (2 * k * sample.size) // m))
+        t = np.partition(sample, sample.size - want)[sample.size - want]
+        above = np.flatnonzero(mag > t)
+        if above.size >= k:
+            return above[np.argpartition(mag[above], above.size - k)[above.size - k :]]
+        equal = np.flatnonzero(mag == t)
+        if above.size + equal.size >= k:
+            return np.concatenate((above, equal[: k - above.size]))
+    return np.argpartition(mag, m - k)[m - k :]
+
+
+class TopKCodec:
+    """Top-k (index, value) pairs with optional error feedback (see module docstring)."""
+
+    name = "topk"
+
+    def __init__(self, ratio: float, error_feedback: bool = True) -> None:
+        self.ratio = ratio
+        self.error_feedback = error_feedback
+        self._residuals: dict[tuple, np.ndarray] = {}
+        self._abs: dict[str, np.ndarray] = {}
+
+    def k_of(self, m: int) -> int:
+        return min(m, max(1, math.ceil(self.ratio * m))) if m else 0
+
+    @staticmethod
+    def pair_bytes(k: int, itemsize: int) -> int:
+        return k * (4 + itemsize)
+
+    @staticmethod
+    def split(msg: np.ndarray, k: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, values) views of a message of ``k`` pairs."""
+        return msg[: 4 * k].view(np.int32), msg[4 * k : k * (4 + np.dtype(dtype).itemsize)].view(
+            dtype)
+
+    def reset(self) -> None:
+        """Forget every residual (error-feedback state)."""
+        self._residuals.clear()
+
+    def residual(self, x: np.ndarray) -> np.ndarray:
+        """The residual kept for buffer ``x`` (created as zeros on first use)."""
+        key = (x.__array_interface__["data"][0], x.size, x.dtype.char)
+        r = self._residuals.get(key)
+        if r is None:
+            r = self._residuals[key] = np.zeros(x.size, dtype=x.dtype)
+        return r
+
+    def encode(self, x: np.ndarray, msg: np.ndarray, residual: np.ndarray | None = None) -> int:
+        """Write the top-k pairs of ``x`` + its residual into ``msg``; return k.
+
+        ``residual`` (default: this buffer's own, see ``residual``) is updated in place.
+        """
+        m = x.size
+        k = self.k_of(m)
+        if k == 0:
+            return 0
+        acc = self.residual(x) if residual is None else residual
+        if self.error_feedback:
+            np.add(acc, x, out=acc)
+        else:
+            acc[:] = x
+        mag = self._abs.get(x.dtype.char)
+        if mag is None or mag.size < m:
+            mag = self._abs[x.dtype.char] = np.empty(m, dtype=x.dtype)
+        np.abs(acc, out=mag[:m])
+        idx, val = self.split(msg, k, x.dtype)
+        idx[:] = top_k(mag[:m], k)
+        np.take(acc, idx, out=val)
+        acc[idx] = 0
+        if not self.error_feedback:
+            acc.fill(0)
+        return k
+
+    @staticmethod
+    def decode_add(msg: np.ndarray, k: int, acc: np.ndarray) -> None:
+        """Add ``k`` pairs of ``msg`` into the dense ``acc`` (indices of one message are unique)."""
+        idx, val = TopKCodec.split(msg, k, acc.dtype)
+        acc[idx] += val

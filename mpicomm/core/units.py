@@ -1,0 +1,68 @@
+"""Numbers for people and for files: the one byte formatter, finite cells, strict JSON.
+
+Every table and reading in mpicomm formats sizes with ``fmt_bytes`` and guards
+its numbers with ``finite``/``fmt_num``, so a rank count of one, a zero-time
+link or an empty sample prints ``-`` instead of ``inf``, ``nan`` or a
+300-digit number; ``jsonable`` makes a result document strict JSON (no
+``Infinity``/``NaN``: they become ``null``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["fmt_bytes", "finite", "fmt_num", "jsonable", "MISSING"]
+
+MISSING = "-"  # the cell of a value that was not measured or is not finite
+_BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_DECIMAL = (("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
+
+
+def finite(x: Any) -> float | None:
+    """Return ``x`` as a float when it is a finite number, else None."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def fmt_bytes(nbytes: Any, *, binary: bool = True, digits: int = 3) -> str:
+    """Format a byte count: ``64 MiB``, ``1.5 KiB``, ``8 B`` (``binary=False``: ``2.4 MB``).
+
+    Exact multiples of a unit print without decimals; others with ``digits``
+    significant digits. Non-finite or negative counts print ``-``.
+    """
+    v = finite(nbytes)
+    if v is None or v < 0:
+        return MISSING
+    for unit, k in _BINARY if binary else _DECIMAL:
+        if v >= k:
+            q = v / k
+            return f"{int(q)} {unit}" if q == int(q) else f"{q:.{digits}g} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_num(x: Any, spec: str = ".3g", scale: float = 1.0) -> str:
+    """Format ``x * scale`` with ``spec``; ``-`` when it is missing, infinite or absurd (> 1e15)."""
+    v = finite(x)
+    if v is None or abs(v * scale) > 1e15:
+        return MISSING
+    return format(v * scale, spec)
+
+
+def jsonable(value: Any) -> Any:
+    """Return ``value`` with NumPy scalars as Python ones, tuples as lists, NaN/inf as None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()  # NumPy scalar (a 0-d array too)
+        except (ValueError, TypeError):
+            value = value.tolist()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,233 @@
+"""Stall inspector: warn (and optionally abort) when a rank waits too long inside a reducer call.
+
+As Horovod's: a rank that has waited more than ``MPICOMM_STALL_WARN_S`` seconds
+(default 60) inside one reducer call prints ONE warning naming the strategy, the
+call number and the ranks that have not arrived; past ``MPICOMM_STALL_ABORT_S``
+(default: never) it prints the message again and ends the job (``MPI.Abort``,
+exit code 1). ``MPICOMM_STALL_WARN_S=0`` switches the inspector off.
+
+How:
+
+1. ``attach(comm, participants)`` (collective, at reducer creation) duplicates
+   ``comm`` into a side communicator and returns a ``Channel``; the reducer calls
+   ``channel.begin(name)`` / ``channel.end(token)`` around each call: a counter,
+   two clock reads and two list appends (the per-call log the slow-rank report
+   reads). ``Transport._wait_requests`` notes how many requests it blocks on.
+2. One watchdog thread per process wakes every ``min(1 s, warn/4)``. It answers
+   peers' questions on every side communicator (``Iprobe``; a reply is this
+   rank's call counter and whether it is inside a call), and, when the current
+   call has lasted past the warning time, asks every peer and names as "not
+   arrived" the participants whose counter is behind this rank's (or who did
+   not answer within 1 s). The main thread blocks in MPI with the GIL
+   released, so the watchdog runs while it waits.
+3. Asking peers needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default); at a lower
+   level the warning says the missing ranks cannot be asked.
+
+Cost when nothing stalls (docs/ps.md): begin/end per call and one ``Iprobe``
+per channel per second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait"]
+
+_TAG_ASK, _TAG_ANSWER = 7001, 7002
+_ANSWER_WAIT_S = 1.0
+
+
+def settings(environ: Any = os.environ) -> tuple[float, float | None]:
+    """Return (warn seconds, abort seconds or None) from the environment (0 warn = off)."""
+    def read(name: str, default: float | None) -> float | None:
+        text = environ.get(name, "").strip()
+        if not text:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a number of seconds, got {text!r}") from None
+        if value < 0 or value != value:
+            raise ValueError(f"{name} must be >= 0, got {text!r}")
+        return value
+
+    return read("MPICOMM_STALL_WARN_S", 60.0), read("MPICOMM_STALL_ABORT_S", None)
+
+
+class Channel:
+    """One reducer's view for the inspector: call counter, current call, per-call log."""
+
+    def __init__(self, side: MPI.Comm | None, participants: list[int], rank: int,
+                 size: int) -> None:
+        self.side, self.participants, self.rank, self.size = side, participants, rank, size
+        self.name = "?"
+        self.call = 0
+        self.t_enter: float | None = None
+        self.warned = 0
+        self.enter_wall: list[float] = []   # time.time() at each call's entry
+        self.waited: list[float] = []       # seconds inside each call
+        self._answer = np.zeros(3, dtype=np.float64)
+        self._ask = np.zeros(1, dtype=np.float64)
+
+    def begin(self, name: str) -> float:
+        """Mark entry into call number ``call + 1``; return the token for ``end``."""
+        if not _state.enabled:
+            return 0.0
+        self.name = name
+        self.call += 1
+        t = time.perf_counter()
+        self.enter_wall.append(time.time())
+        self.t_enter = t
+        _state.current = self
+        return t
+
+    def end(self, token: float) -> None:
+        """Mark the call begun with ``token`` as finished."""
+        if token:
+            self.t_enter = None
+            self.waited.append(time.perf_counter() - token)
+
+    def take_log(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return and clear (entry wall times, seconds inside) of the calls so far."""
+        out = np.array(self.enter_wall), np.array(self.waited)
+        self.enter_wall, self.waited = [], []
+        return out
+
+    def close(self) -> None:
+        """Stop answering for this channel and free its side communicator (collective)."""
+        with _state.lock:
+            if self in _state.channels:
+                _state.channels.remove(self)
+            side, self.side = self.side, None
+        if _state.current is self:
+            _state.current = None
+        if side is not None:
+            side.Free()
+
+    # ---------------------------------------------------- watchdog side
+    def answer_questions(self) -> None:
+        side = self.side
+        if side is None:
+            return
+        st = MPI.Status()
+        while side.Iprobe(MPI.ANY_SOURCE, _TAG_ASK, st):
+            side.Recv(self._ask, st.Get_source(), _TAG_ASK)
+            t = self.t_enter
+            inside = 0.0 if t is None else time.perf_counter() - t
+            self._answer[:] = (self.call, t is not None, inside)
+            side.Send(self._answer, st.Get_source(), _TAG_ANSWER)
+
+    def missing(self) -> str:
+        """Return the ranks that have not arrived at this rank's current call, in words."""
+        if self.side is None:
+            if self.size == 1:
+                return "none (one rank)"
+            return "unknown (MPI thread level below multiple: peers cannot be asked)"
+        side, me, call = self.side, self.rank, self.call
+        peers = [r for r in range(self.size) if r != me]
+        answers = np.full((self.size, 3), np.nan)
+        ask = np.array([call], dtype=np.float64)
+        reqs = [side.Irecv(answers[r], r, _TAG_ANSWER) for r in peers]
+        sends = [side.Isend(ask, r, _TAG_ASK) for r in peers]
+        deadline = time.monotonic() + _ANSWER_WAIT_S
+        while time.monotonic() < deadline and not MPI.Request.Testall(reqs):
+            _answer_all()  # a peer may be asking us at the same moment
+            time.sleep(0.01)
+        MPI.Request.Testall(sends)
+        behind = [r for r in peers if r in self.participants and answers[r, 0] < call]
+        silent = [r for r in peers if np.isnan(answers[r, 0])]
+        text = ", ".join(map(str, behind)) or "none behind"
+        if silent:
+            text += f" (no answer from {', '.join(map(str, silent))})"
+        for r in behind:
+            text += f"; rank {r} is at call {int(answers[r, 0])}"
+        return text
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.channels: list[Channel] = []
+        self.current: Channel | None = None
+        self.thread: threading.Thread | None = None
+        self.enabled = True
+        self.warn_s, self.abort_s = 60.0, None
+        self.waiting_on = 0  # requests the transport is blocked on (0: none)
+
+
+_state = _State()
+
+
+def set_enabled(on: bool) -> None:
+    """Switch the per-call bookkeeping on or off (for measuring its cost)."""
+    _state.enabled = on
+
+
+def note_wait(n: int) -> None:
+    """The transport blocks on ``n`` requests (0: the wait is over)."""
+    _state.waiting_on = n
+
+
+def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
+    """Return a ``Channel`` for a reducer over ``comm`` (collective over ``comm``).
+
+    ``participants``: the ranks that make the calls (default all; a parameter
+    server's workers). Starts the watchdog thread on first use.
+    """
+    warn, abort = settings()
+    size, rank = comm.Get_size(), comm.Get_rank()
+    ask_ok = size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE and bool(warn)
+    side = comm.Dup() if ask_ok else None
+    ch = Channel(side, list(range(size)) if participants is None else list(participants),
+                 rank, size)
+    with _state.lock:
+        _state.warn_s, _state.abort_s = warn, abort
+        if side is not None:
+            _state.channels.append(ch)
+        if warn and _state.thread is None:
+            _state.thread = threading.Thread(target=_watch, name="mpicomm-stall", daemon=True)
+            _state.thread.start()
+    return ch
+
+
+def _answer_all() -> None:
+    with _state.lock:
+        for ch in list(_state.channels):
+            ch.answer_questions()
+
+
+def _watch() -> None:
+    while True:
+        warn, abort = _state.warn_s, _state.abort_s
+        time.sleep(max(0.05, min(1.0, (warn or 60.0) / 4)))
+        _answer_all()
+        ch = _state.current
+        t = ch.t_enter if ch is not None else None
+        if t is None or not warn:
+            continue
+        waited = time.perf_counter() - t
+        if waited > warn and ch.warned != ch.call:
+            ch.warned = ch.call
+            _say(ch, waited, "warning")
+        if abort is not None and waited > abort and ch.t_enter == t:
+            _say(ch, waited, "abort")
+            MPI.COMM_WORLD.Abort(1)
+
+
+def _say(ch: Channel, waited: float, kind: str) -> None:
+    with _state.lock:
+        missing = ch.missing() if ch in _state.channels or ch.side is None else "unknown"
+    where = f", blocked on {_state.waiting_on} requests" if _state.waiting_on else ""
+    tail = (f"; MPICOMM_STALL_ABORT_S={_state.abort_s:g} passed: aborting the job"
+            if kind == "abort" else "")
+    sys.stderr.write(
+        f"mpicomm stall {kind}: rank {ch.rank} has waited {waited:.1f} s in {ch.name} call "
+        f"{ch.call}{where}; ranks not arrived: {missing}{tail}\n")
+    sys.stderr.flush()

@@ -1,0 +1,24 @@
+"""The parameter server's wire protocol: tags, commands and the two small records.
+
+Every message is a contiguous NumPy buffer sent with mpi4py's buffer calls
+(no pickling). Per step, worker w and server s exchange:
+
+    w -> s   HEADER  float64[4]  (PUSH, step, lr, 0)       tag TAG_HEADER
+    w -> s   PUSH    grads[lo_s:hi_s]                      tag TAG_PUSH
+    s -> w   STATUS  float64[2]  (stop, version)           tag TAG_STATUS
+    s -> w   PULL    params[lo_s:hi_s]                     tag TAG_PULL
+
+A finished worker sends the header (DONE, steps, 0, 0) and then receives the
+servers' final parameters (TAG_FINAL), so every worker ends with the servers'
+model. Servers take headers from ``MPI.ANY_SOURCE`` and read the sender from
+the status: arrival order is the order pushes are applied in (async/ssp).
+"""
+
+from __future__ import annotations
+
+__all__ = ["TAG_HEADER", "TAG_PUSH", "TAG_STATUS", "TAG_PULL", "TAG_FINAL", "CMD_PUSH",
+           "CMD_DONE", "MODES"]
+
+TAG_HEADER, TAG_PUSH, TAG_STATUS, TAG_PULL, TAG_FINAL = 31, 32, 33, 34, 35
+CMD_PUSH, CMD_DONE = 1.0, 2.0
+MODES = ("sync", "async", "ssp")

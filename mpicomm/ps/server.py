@@ -1,0 +1,180 @@
+"""The server loop: own a key range's parameters and optimizer state, apply pushes, answer pulls.
+
+One server owns ``params[lo:hi]`` and its momentum. It takes headers from any
+worker (``MPI.ANY_SOURCE`` + status: arrival order), then that worker's gradient
+range, and in each mode:
+
+1. ``sync``: keep the push in the worker's row; when every running worker has
+   pushed this step, sum the rows in worker order, scale by 1/W (the mean, as the
+   allreduce loop), apply the optimizer once, and answer every worker's pull.
+2. ``async``: scale the push by 1/W, apply it at once, answer that worker's pull
+   with the current parameters. Nobody waits for anybody.
+3. ``ssp`` (bound S): apply at once as async, but hold the reply to a worker
+   that has pushed c steps until the slowest running worker has pushed c − S
+   (c − min ≤ S): no worker starts a step more than S ahead of the slowest.
+
+Staleness of an applied push (recorded per push): the pushing worker's step
+minus the step count of the slowest worker still running — 0 in sync, ≤ S in
+ssp, whatever arrival order gave in async. ``lag``: updates the server applied
+between this worker's pull and its push (in sync 0, in async ~W−1 and more).
+
+Stopping: ``sync`` workers run their steps; ``async``/``ssp`` run until server 0
+has applied ``budget`` pushes (steps × W: the work of the sync run) and says
+stop in its status reply, so workers finish at different steps. A finished
+worker sends DONE; it no longer counts as "the slowest". When every worker is
+done the servers send their final ranges to all and return.
+
+Cost per push, n/S keys: α + (n/S)·β to receive, (n/S)·γ' for the optimizer
+(4 vector passes), α + (n/S)·β for the reply; a server's link carries 2·W·n/S
+per step, as the dedicated ``ps`` reducer's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicomm.ps.protocol import CMD_DONE, TAG_FINAL, TAG_HEADER, TAG_PULL, TAG_PUSH, TAG_STATUS
+from mpicomm.ps.sharding import Layout
+
+__all__ = ["PSServer"]
+
+
+class PSServer:
+    """Server of one shard.
+
+    Args:
+        transport: the job's ``Transport`` (messages and byte counts).
+        layout: roles and key ranges; this rank must be a server in it.
+        params: this shard's initial parameters (owned from now on).
+        make_optimizer: ``(params, grads, velocity) -> update(lr)`` — the training
+            loop's SGD rule applied to this shard, in place.
+        mode, staleness: ``sync`` | ``async`` | ``ssp`` and the ssp bound S.
+        budget: async/ssp: pushes after which server 0 says stop (None: never).
+    """
+
+    def __init__(self, transport: Any, layout: Layout, params: np.ndarray,
+                 make_optimizer: Callable[..., Callable[[float], None]], mode: str,
+                 staleness: int = 0, budget: int | None = None) -> None:
+        self.p2p, self.layout, self.mode, self.S, self.budget = (transport, layout, mode,
+                                                                 staleness, budget)
+        self.shard = layout.shard_of(transport.rank)
+        self.coordinator = self.shard == 0
+        W, width = len(layout.workers), params.size
+        self.W = W
+        self.p = params
+        self.v = np.zeros_like(params)
+        self.g = np.empty_like(params)
+        self.rows = np.empty((W, width), dtype=params.dtype) if mode == "sync" else None
+        self.update = make_optimizer(self.p, self.g, self.v)
+        self.status = np.zeros((W, 2), dtype=np.float64)
+        self.pushed = np.zeros(W, dtype=np.int64)      # pushes applied, per worker
+        self.done = np.zeros(W, dtype=bool)
+        self.pending = np.zeros(W, dtype=bool)         # ssp: reply held back
+        self.arrived = np.zeros(W, dtype=bool)         # sync: pushed this step
+        self.pulled_at = np.zeros(W, dtype=np.int64)   # version each worker last pulled
+        self.version = self.applied = 0
+        self.stale_max = self.stale_sum = self.lag_max = self.lag_sum = 0
+        self._lr = 0.0
+
+    # ------------------------------------------------------------ the loop
+    def serve(self) -> dict:
+        """Apply pushes and answer pulls until every worker is done; return this server's counts."""
+        comm, p2p, st = self.p2p.comm, self.p2p, MPI.Status()
+        hdr = np.zeros(4, dtype=np.float64)
+        index = {r: i for i, r in enumerate(self.layout.workers)}
+        while not self.done.all():
+            comm.Recv(hdr, MPI.ANY_SOURCE, TAG_HEADER, st)   # arrival order
+            src = st.Get_source()
+            p2p.account(0, hdr.nbytes)
+            i = index[src]
+            if hdr[0] == CMD_DONE:
+                self.done[i] = True
+            elif self.mode == "sync":
+                p2p.recv(self.rows[i], src, TAG_PUSH)
+                self.arrived[i], self._lr = True, float(hdr[2])
+            else:
+                p2p.recv(self.g, src, TAG_PUSH)
+                self._record(i)
+                self.g *= 1.0 / self.W
+                self.update(float(hdr[2]))
+                self.pushed[i] += 1
+                self.version += 1
+                self.applied += 1
+                if self.mode == "async":
+                    self._reply([i])
+                else:
+                    self.pending[i] = True
+            self._release()
+        self._final()
+        return self.counts()
+
+    def _release(self) -> None:
+        """sync: finish a complete step; ssp: answer the pulls the bound now allows."""
+        running = ~self.done
+        if not running.any():
+            return
+        if self.mode == "sync":
+            if self.arrived[running].all() and self.arrived.any():
+                self._apply_step()
+        elif self.mode == "ssp":
+            slowest = self.pushed[running].min()
+            ready = np.flatnonzero(self.pending & (self.pushed - slowest <= self.S))
+            if ready.size:
+                self.pending[ready] = False
+                self._reply(ready)
+
+    def _apply_step(self) -> None:
+        who = np.flatnonzero(self.arrived)
+        for i in who:
+            self._record(i)
+        if who.size == self.W:
+            np.add.reduce(self.rows, axis=0, out=self.g)
+        else:  # a worker has left early (sync workers normally all run the same steps)
+            np.add.reduce(self.rows[who], axis=0, out=self.g)
+        self.g *= 1.0 / self.W
+        self.update(self._lr)
+        self.pushed[who] += 1
+        self.version += 1
+        self.applied += who.size
+        self.arrived[:] = False
+        self._reply(who)
+
+    def _record(self, i: int) -> None:
+        running = ~self.done
+        ahead = int(self.pushed[i] - self.pushed[running].min()) if running.any() else 0
+        ahead = max(ahead, 0)
+        lag = self.version - int(self.pulled_at[i])
+        self.stale_max = max(self.stale_max, ahead)
+        self.stale_sum += ahead
+        self.lag_max = max(self.lag_max, lag)
+        self.lag_sum += lag
+
+    def _reply(self, who: Any) -> None:
+        """Send status and this shard's parameters to the workers ``who`` (indices)."""
+        p2p, workers = self.p2p, self.layout.workers
+        stop = float(self.coordinator and self.budget is not None and
+                     self.applied >= self.budget)
+        reqs = []
+        for i in who:
+            self.status[i] = (stop, self.version)
+            self.pulled_at[i] = self.version
+            reqs.append(p2p.isend(self.status[i], workers[i], TAG_STATUS))
+            reqs.append(p2p.isend(self.p, workers[i], TAG_PULL))
+        p2p.waitall(reqs)  # the parameters may change once the replies are out
+
+    def _final(self) -> None:
+        p2p = self.p2p
+        p2p.waitall([p2p.isend(self.p, w, TAG_FINAL) for w in self.layout.workers])
+
+    def counts(self) -> dict:
+        """This server's record: pushes applied (total, per worker), staleness and lag."""
+        n = max(self.applied, 1)
+        return {"pushes_applied": int(self.applied),
+                "pushes_by_worker": [int(c) for c in self.pushed],
+                "staleness_max": int(self.stale_max), "staleness_mean": self.stale_sum / n,
+                "lag_max": int(self.lag_max), "lag_mean": self.lag_sum / n,
+                "versions": int(self.version)}

@@ -1,0 +1,75 @@
+"""The worker's side of the parameter server: push gradients, pull parameters.
+
+``PSWorker.push_pull`` posts, for every server s, the receives of s's status
+and parameter range straight into the model's buffer, then sends the header
+and gradient range, and waits for all of them (one ``waitall``: the pushes to
+different servers travel in parallel). Cost per step, S servers of n/S keys:
+
+    T ≈ 2α + 2·(n/S)·β   per server, servers in parallel (plus the server's wait
+                         for the other pushes in sync mode)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mpicomm.ps.protocol import (
+    CMD_DONE,
+    CMD_PUSH,
+    TAG_FINAL,
+    TAG_HEADER,
+    TAG_PULL,
+    TAG_PUSH,
+    TAG_STATUS,
+)
+from mpicomm.ps.sharding import Layout
+
+__all__ = ["PSWorker"]
+
+
+class PSWorker:
+    """A worker's client of the S servers in ``layout`` (messages through ``transport``)."""
+
+    name = "ps"
+
+    def __init__(self, transport: Any, layout: Layout, channel: Any = None,
+                 label: str = "ps") -> None:
+        """``channel``: the stall inspector's ``Channel`` (each push/pull is one call)."""
+        self.p2p, self.layout, self.label, self.channel = transport, layout, label, channel
+        S = len(layout.servers)
+        self.header = np.zeros(4, dtype=np.float64)
+        self.status = np.zeros((S, 2), dtype=np.float64)
+        self.steps = 0
+
+    def push_pull(self, grads: Any, params: Any, step: int, lr: float) -> bool:
+        """Push ``grads``, receive the servers' ``params`` in place; return True to stop.
+
+        The stop flag comes from server 0 (async/ssp: the step budget is spent).
+        """
+        p2p, b, h = self.p2p, self.layout.bounds, self.header
+        h[:] = (CMD_PUSH, step, lr, 0.0)
+        ch = self.channel
+        call = ch.begin(self.label) if ch is not None else 0.0
+        reqs = []
+        for s, srv in enumerate(self.layout.servers):
+            reqs.append(p2p.irecv(self.status[s], srv, TAG_STATUS))
+            reqs.append(p2p.irecv(params[b[s] : b[s + 1]], srv, TAG_PULL))
+        for s, srv in enumerate(self.layout.servers):
+            reqs.append(p2p.isend(h, srv, TAG_HEADER))
+            reqs.append(p2p.isend(grads[b[s] : b[s + 1]], srv, TAG_PUSH))
+        p2p.waitall(reqs)
+        if call:
+            ch.end(call)
+        self.steps += 1
+        return bool(self.status[0, 0])
+
+    def finish(self, params: Any) -> None:
+        """Tell every server this worker is done; receive the final parameters in place."""
+        p2p, b = self.p2p, self.layout.bounds
+        self.header[:] = (CMD_DONE, self.steps, 0.0, 0.0)
+        reqs = [p2p.irecv(params[b[s] : b[s + 1]], srv, TAG_FINAL)
+                for s, srv in enumerate(self.layout.servers)]
+        reqs += [p2p.isend(self.header, srv, TAG_HEADER) for srv in self.layout.servers]
+        p2p.waitall(reqs)

@@ -1,0 +1,109 @@
+"""The real parameter server: sync = allreduce, staleness bounds, pushes applied once, shutdown."""
+
+import json
+
+import pytest
+from mpi_harness import run_mpi, run_script
+
+from mpicomm.train.config import ConfigError, TrainConfig
+
+SMALL = ["--layers", "32,64,10", "--batch-size", "16", "--train-samples", "2048",
+         "--test-samples", "256", "--eval-samples", "256", "--log-every", "0"]
+
+
+def _train(nranks, tmp_path, *flags, timeout=240):
+    out = tmp_path / "run.json"
+    res = run_mpi(nranks, ["-m", "mpicomm", "train", *SMALL, *flags, "--json", str(out)],
+                  timeout=timeout)
+    assert not res.timed_out and res.returncode == 0, res.tail()
+    return json.loads(out.read_text())["results"][0], res
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+def test_sync_equals_allreduce(servers):
+    """3 workers (+ servers) in sync mode end with the ring loop's parameters, float64."""
+    res = run_script(3 + servers, "ps_equal.py", "25", "sync", str(servers), timeout=240)
+    res.expect_ok()
+    workers = [r for r in res.records if r.get("role") != "server"]
+    assert len(workers) == 3 and all(r["rel"] < 1e-9 for r in workers)
+
+
+def test_ssp_zero_is_sync():
+    res = run_script(4, "ps_equal.py", "12", "ssp", "1", timeout=240)
+    res.expect_ok()
+
+
+def _pushes_once(rec):
+    """Every server applied every worker's pushes exactly once: its count = the worker's steps."""
+    for per_worker in rec["pushes_by_server_by_worker"]:
+        assert per_worker == rec["steps_by_worker"], rec
+    assert rec["pushes_by_server"] == [sum(rec["steps_by_worker"])] * len(rec["pushes_by_server"])
+
+
+@pytest.mark.parametrize("bound", [1, 2])
+def test_ssp_bound_holds_with_two_servers(tmp_path, bound):
+    rec, _ = _train(5, tmp_path, "--strategy", "ps", "--ps-mode", "ssp", "--staleness",
+                    str(bound), "--servers", "2", "--steps", "40", "--straggler", "1:15")
+    assert rec["staleness_max"] <= bound, rec
+    assert rec["staleness_max"] >= 1, rec  # the straggler let the others run ahead
+    _pushes_once(rec)
+    assert max(rec["steps_by_worker"]) - min(rec["steps_by_worker"]) <= bound
+
+
+def test_async_records_staleness_and_shuts_down(tmp_path):
+    """A straggler: the others run ahead (staleness > 0), finish at different steps, exit 0."""
+    rec, _ = _train(5, tmp_path, "--strategy", "ps", "--ps-mode", "async", "--servers", "2",
+                    "--steps", "40", "--straggler", "1:25")
+    _pushes_once(rec)
+    steps = rec["steps_by_worker"]
+    assert len(set(steps)) > 1 and steps[1] < max(steps), rec  # workers ended apart
+    assert rec["staleness_max"] >= 2 and rec["staleness_mean"] > 0, rec
+    assert sum(steps) >= 40 * 3 and rec["params_in_sync"], rec  # the budget, final pull
+    assert rec["slow_rank"] is None or rec["slow_rank"] == 1
+
+
+def test_sync_pushes_once_and_straggler_named(tmp_path):
+    rec, res = _train(4, tmp_path, "--strategy", "ps", "--ps-mode", "sync", "--servers", "1",
+                      "--steps", "30", "--straggler", "2:25")
+    assert rec["steps_by_worker"] == [30, 30, 30] and rec["staleness_max"] == 0
+    _pushes_once(rec)
+    assert rec["slow_rank"] == 2, rec
+    assert "rank 2 holds the others back" in res.stdout
+
+
+def test_ring_straggler_named(tmp_path):
+    rec, res = _train(3, tmp_path, "--strategy", "ring", "--steps", "30", "--straggler", "1:25",
+                      "--jitter", "2")
+    assert rec["slow_rank"] == 1, rec
+    assert rec["last_to_arrive_by_rank"][1] > 0.6
+    assert "rank 1 holds the others back" in res.stdout
+
+
+def test_no_straggler_names_nobody_or_is_honest(tmp_path):
+    rec, _ = _train(3, tmp_path, "--strategy", "ring", "--steps", "20")
+    assert len(rec["wait_mean_s_by_rank"]) == 3 and all(w >= 0 for w in rec["wait_mean_s_by_rank"])
+
+
+def test_too_few_ranks_refused(tmp_path):
+    res = run_mpi(2, ["-m", "mpicomm", "train", *SMALL, "--strategy", "ps", "--ps-mode", "async",
+                      "--servers", "2", "--steps", "3"], timeout=120)
+    assert res.returncode == 2 and "at least one worker" in res.stdout, res.tail()
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    ({"ps_mode": "lazy", "strategy": "ps"}, "--ps-mode must be"),
+    ({"ps_mode": "async", "strategy": "ring"}, "needs --strategy ps"),
+    ({"ps_mode": "sync", "strategy": "ps", "checkpoint": "c.npz"}, "checkpoint/resume"),
+    ({"staleness": 2}, "--staleness needs --ps-mode ssp"),
+    ({"ps_mode": "ssp", "strategy": "ps", "staleness": -1}, "--staleness must be"),
+    ({"straggler": ("1:x",)}, "--straggler must be RANK:MS"),
+    ({"jitter": -1.0}, "--jitter must be"),
+])
+def test_bad_flags_refused(kw, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        TrainConfig(**kw)
+
+
+def test_straggler_flag_repeatable():
+    cfg = TrainConfig(straggler=["1:20", "2:5,3:1"])
+    assert cfg.straggler == ("1:20", "2:5", "3:1")

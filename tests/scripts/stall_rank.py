@@ -1,0 +1,22 @@
+"""One rank stalls before its 4th allreduce; the inspector must name it (argv: strategy, rank)."""
+
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+
+import mpicomm
+
+strategy, stalled = sys.argv[1], int(sys.argv[2])
+rank = MPI.COMM_WORLD.Get_rank()
+with mpicomm.make_reducer(strategy) as r:
+    buf = np.ones(1000)
+    for _ in range(3):
+        r.allreduce(buf)
+    report(t_stall=time.time(), phase="stall")
+    if rank == stalled:
+        time.sleep(120)  # far past MPICOMM_STALL_ABORT_S: the job must end first
+    r.allreduce(buf)
+report(ok=False, error="the stalled call completed: the inspector did not end the job")

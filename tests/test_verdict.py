@@ -1,0 +1,105 @@
+"""bench.verdict: wins need a difference beyond the noise; same distributions tie; seeded."""
+
+import numpy as np
+import pytest
+
+from mpicomm.bench.verdict import (
+    compare_pair,
+    cpu_sharing_warning,
+    crossovers,
+    decide,
+    ratio_interval,
+    speed_interval,
+)
+
+
+def rounds(rng, center, spread, steps=200, n=3, drift=0.0):
+    """n rounds of lognormal step times around ``center``; each round drifts by up to ``drift``."""
+    return [center * (1 + drift * rng.uniform(-1, 1)) * rng.lognormal(0, spread, steps)
+            for _ in range(n)]
+
+
+def test_real_difference_wins():
+    rng = np.random.default_rng(1)
+    fast, slow = rounds(rng, 1.0, 0.1), rounds(rng, 1.3, 0.1)
+    v = compare_pair("fast", "slow", fast, slow)
+    assert v.winner == "fast"
+    assert 1.2 < v.ratio.value < 1.4 and v.ratio.low > 1
+    assert "fast beats slow" in v.text()
+    assert compare_pair("slow", "fast", slow, fast).winner == "fast"
+
+
+def test_same_distribution_ties():
+    rng = np.random.default_rng(2)
+    # the same distribution, with rounds that drift as a shared machine does
+    ties = 0
+    for _ in range(20):
+        a, b = rounds(rng, 1.0, 0.3, drift=0.2), rounds(rng, 1.0, 0.3, drift=0.2)
+        ties += compare_pair("a", "b", a, b).winner is None
+    assert ties >= 17  # a 95% interval: about one false call in twenty
+
+
+def test_the_old_rule_called_noise_a_win():
+    """±30% spread, a 1.16x lead on one round: the old margin-vs-p90 rule said 'won'."""
+    rng = np.random.default_rng(3)
+    # round-to-round drift of ±25% dominates: 3 rounds cannot separate 1.16x from noise
+    a = [1.0 * d * rng.lognormal(0, 0.3, 100) for d in (0.75, 1.0, 1.25)]
+    b = [1.16 * d * rng.lognormal(0, 0.3, 100) for d in (1.25, 0.8, 1.0)]
+    v = compare_pair("ring", "ps", a, b)
+    assert v.winner is None, v.text()
+    assert v.ratio.low < 1 < v.ratio.high
+
+
+def test_deterministic_with_seed():
+    rng = np.random.default_rng(4)
+    a, b = rounds(rng, 1.0, 0.2, n=1), rounds(rng, 1.05, 0.2, n=1)  # one round: bootstrap only
+    assert ratio_interval(a, b, seed=7) == ratio_interval(a, b, seed=7)
+    assert ratio_interval(a, b, seed=7) != ratio_interval(a, b, seed=8)
+
+
+def test_one_round_interval_is_the_step_spread():
+    rng = np.random.default_rng(5)
+    one = [rng.lognormal(0, 0.3, 300)]
+    iv = speed_interval(one, work=64)
+    assert iv.low < iv.value < iv.high
+    assert 0.005 < iv.half_width() < 0.2  # not a fake 0%
+    calm = speed_interval([np.full(300, 0.01)], work=64)
+    assert calm.half_width() == 0 and calm.value == pytest.approx(6400)
+
+
+def test_work_scales_speed():
+    """Dedicated servers: fewer workers, smaller global batch: speeds compare samples/s."""
+    t = [np.full(50, 0.1)]
+    v = ratio_interval(t, t, work_a=192, work_b=256)
+    assert v.value == pytest.approx(0.75)
+
+
+def test_floor_and_same_algorithm():
+    from mpicomm.bench.verdict import Interval
+
+    r = Interval(1.1, 1.05, 1.15)
+    assert decide("a", "b", r).winner == "a"
+    assert decide("a", "b", r, floor=1.08).winner is None  # within the measured noise floor
+    v = decide("auto", "ring", r, same_algorithm=True)
+    assert v.winner is None and "same algorithm" in v.text()
+
+
+def test_crossovers():
+    from mpicomm.bench.verdict import Interval
+
+    def v(x):
+        lo, hi = (x * 0.97, x * 1.03)
+        return decide("rd", "ring", Interval(x, lo, hi))
+
+    sizes = [8, 64, 512, 4096, 32768]
+    got = crossovers(sizes, [v(2.0), v(1.5), v(1.01), v(0.7), v(0.5)])
+    assert len(got) == 1
+    c = got[0]
+    assert (c["from"], c["to"], c["low"], c["high"]) == ("rd", "ring", 64, 4096)
+    assert 512 <= c["estimate"] <= 4096
+    assert crossovers(sizes, [v(2.0)] * 5) == []
+
+
+def test_cpu_sharing_warning():
+    assert cpu_sharing_warning(2, cores=2) is None
+    assert "4 ranks share 2 cores" in cpu_sharing_warning(4, cores=2)
