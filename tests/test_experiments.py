@@ -242,3 +242,15 @@ def test_figure5_text_says_when_overlap_did_not_pay():
            "comm grew from 24 to 33 ms" in S._fig5_text({}, slower, None, (50e-6, 2e-9))
     faster = {"overlap": rec(0.030, 0.033, 0.010), "no-overlap": rec(0.039, 0.024, 0.024)}
     assert "Overlap saved 9 ms a step." in S._fig5_text({}, faster, None, (50e-6, 2e-9))
+
+
+def test_figure5_text_names_the_measured_cost_per_bucket():
+    from mpicomm.bench import figures_sweeps as S
+
+    def rec(buckets, total):
+        return {"buckets": buckets, "grad_bytes": 800_000, "step_time_mean_s": total + 0.001,
+                "comm_total_s": total, "comm_exposed_s": total}
+
+    text = S._fig5_text({0.0: rec(98, 0.0345), 25.0: rec(1, 0.0021)}, {}, (3e-6, 1e-9, 0.0),
+                        (50e-6, 2e-9))
+    assert "each extra bucket costs 0.33 ms against the wire's 2(p−1)α = 6 µs" in text

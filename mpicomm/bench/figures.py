@@ -196,7 +196,7 @@ def _fig2_text(rows: list[dict], n: int, link: str) -> str:
         text += (f"Measured/predicted at {p1} ranks: {fit}. ")
         if worst["measured_over_predicted"] > 1.5:
             text += (f"{worst['strategy']} strays furthest: the link's sleeps do not use a core, "
-                     f"but each of a ring's 2(p−1) dependent steps waits until every one of "
+                     f"but each of its dependent ring steps waits until every one of "
                      f"{p1} processes has had one of the {os.cpu_count()} cores, which α-β-γ "
                      "does not model; the server's few long transfers hide that. ")
     ratios = [r["measured_over_predicted"] for r in rows
