@@ -97,7 +97,8 @@ def test_unknown_figure_key(ctx):
 def test_registry_has_the_figures_of_this_branch():
     from mpicomm.bench import figures  # noqa: F401 - registers
 
-    assert {"1", "2", "3", "8"} <= set(E.FIGURES)
+    E._register()
+    assert {"1", "2", "3", "4", "5", "8"} <= set(E.FIGURES)
 
 
 def test_command_figure_8_end_to_end(tmp_path):
@@ -124,3 +125,132 @@ def test_command_figure_8_end_to_end(tmp_path):
                            str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2 and "no such folder" in done.stderr
+
+
+# ------------------------------------------------ figures 2, 4, 5 on synthetic records
+def _model_row(strategy, t_us, pred_us, **extra):
+    return {"strategy": strategy, "bytes": 1 << 20, "time_us": t_us, "predicted_us": pred_us,
+            "measured_over_predicted": t_us / pred_us, **extra}
+
+
+def test_figure2_text_and_plot_from_records(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mpicomm.bench import figures as F
+
+    docs = {}
+    for p in (2, 4, 8):  # one server grows as p−1, the ring nearly flat
+        docs[(p, "1")] = {"results": [_model_row("ring", 1000 * (1 + p / 8), 1000 * (1 + p / 8)),
+                                      _model_row("ps", 3000 * (p - 1), 2900 * (p - 1))]}
+    rows = F._fig2_rows(docs)
+    assert {r["strategy"] for r in rows} == {"ring", "ps(S=1)"}
+    text = F._fig2_text(rows, 1 << 20, "100us,0.1GB/s")
+    # from 4 (the first multi-node count) to 8 ranks: 9 → 21 ms, 7/3 = 2.33×
+    assert "ps(S=1) 9.00 → 21.00 ms (2.33×; model 2.33×)" in text
+    assert "ring 1.50 → 2.00 ms (1.33×" in text
+    assert "the one server's time grew 1.8× as much as the ring's, the formulas' shape" in text
+    assert "Measured/predicted at 8 ranks: ps(S=1) 1.03, ring 1.00." in text
+    assert "4 of 4 multi-node points lie within ±25%" in text
+    png = F._draw_fig2(rows, str(tmp_path / "f2.png"), 1 << 20, "100us,0.1GB/s")
+    assert open(png, "rb").read(4) == b"\x89PNG"
+
+
+def test_figure4_bytes_formula_and_text(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mpicomm.bench import figures_sweeps as S
+
+    n = 16 << 20
+    sent = S.hierarchy_bytes(4, 2, n)  # p=4, L=2, m=2
+    assert sent == {"ring": 1.5 * n, "hierarchical": 0.5 * n, "hierarchical(leader)": 1.0 * n}
+    docs = {}
+    for g in S.FIG4_GBPS:
+        docs[(g, "reduce_scatter")] = {"results": [_model_row("ring", 1.5e4 / g, 1.5e4 / g),
+                                                   _model_row("hierarchical", 5e3 / g, 5e3 / g)]}
+        docs[(g, "leader")] = {"results": [_model_row("hierarchical", 1e4 / g, 1e4 / g)]}
+    rows = S._fig4_rows(docs)
+    assert {r["strategy"] for r in rows} == {"ring", "hierarchical", "hierarchical(leader)"}
+    text = S._fig4_text(rows, n)
+    assert "at 0.2 GB/s ring 75.0 ms, hierarchical 25.0 ms (speed-up over the ring 3.00×; " \
+           "model 3.00×), hierarchical(leader) 50.0 ms (speed-up over the ring 1.50×" in text
+    assert "the speed-ups tend to 3.00× and 1.50×" in text
+    assert "15 of 15 points lie within ±25%" in text
+    png = S._draw_fig4(rows, str(tmp_path / "f4.png"), n)
+    assert open(png, "rb").read(4) == b"\x89PNG"
+
+
+def test_figure5_fusion_model_and_text(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mpicomm.bench import figures_sweeps as S
+
+    # 2 ranks: B·2α + n·β (+ n/2·γ); 100 buckets of 1 MB at α = 10 µs, β = 1 ns/B
+    assert S.fusion_model_s(2, 1e8, 100, 10e-6, 1e-9) == pytest.approx(100 * 2 * 10e-6 + 0.1)
+    assert S.fusion_model_s(2, 1e8, 0, 10e-6, 1e-9) == pytest.approx(2 * 10e-6 + 0.1)
+
+    def rec(buckets, step, total, exposed, compute=0.01):
+        return {"buckets": buckets, "grad_bytes": 800_000, "step_time_mean_s": step,
+                "comm_total_s": total, "comm_exposed_s": exposed, "compute_s": compute,
+                "overlap_fraction": 1 - exposed / total}
+
+    fusion = {0.0: rec(98, 0.5, 0.45, 0.4), 25.0: rec(1, 0.02, 0.01, 0.008)}
+    overlap = {"overlap": rec(9, 0.3, 0.2, 0.12, 0.15), "no-overlap": rec(9, 0.36, 0.2, 0.2, 0.15)}
+    link = (50e-6, 2e-9)
+    text = S._fig5_text(fusion, overlap, (20e-6, 1e-9, 1e-10), link)
+    assert "from --bucket-mb 0 (98 buckets per step) to 25 (1), the step falls from 500.0 to " \
+           "20.0 ms (25.00×)" in text
+    assert "predicts 4.8 → 0.9 ms" in text  # 98·2·20 µs + 0.8 ms + 0.04 ms; 1 bucket: 0.88
+    assert "with --overlap 120 of 200 ms of comm is exposed (40% hidden)" in text
+    assert "all 200 ms is, step 360 ms (1.20× the overlapped step)" in text
+    assert "at least total − compute = 50 ms" in text
+    png = S._draw_fig5(fusion, overlap, (20e-6, 1e-9, 1e-10), link, str(tmp_path / "f5.png"))
+    assert open(png, "rb").read(4) == b"\x89PNG"
+
+
+def test_registry_order_is_numeric():
+    assert E.ordered_keys(["8", "10", "2", "t", "1"]) == ["1", "2", "8", "10", "t"]
+
+
+def test_figures_6_and_7_drafts_on_synthetic_records(tmp_path):
+    """Registered only once --compress / --ps-mode land; their text and plots work now."""
+    pytest.importorskip("matplotlib")
+    from mpicomm.bench import figures_sweeps as S
+
+    E._register()
+    assert ("6" in E.FIGURES) == S.has_compression()
+    assert ("7" in E.FIGURES) == S.has_real_ps()
+    recs = {c: {"bytes_per_step": b, "test_accuracy": a, "train_loss_first": 2.3,
+                "train_loss_last": lo}
+            for c, b, a, lo in (("none", 8e5, 0.9, 0.3), ("int8", 2e5, 0.89, 0.31))}
+    text = S._fig6_text(recs)
+    assert "none 800 KB/step (1.00× none's), accuracy 90.0%" in text
+    assert "int8 200 KB/step (0.25× none's), accuracy 89.0%, loss 0.310" in text
+    assert open(S._draw_fig6(recs, str(tmp_path / "f6.png")), "rb").read(4) == b"\x89PNG"
+    recs = {n: {"samples_per_sec": s, "test_accuracy": 0.8} for n, s in
+            (("ring", 1000.0), ("ps sync", 900.0), ("ps async", 2700.0))}
+    assert "Async runs 3.00× the sync server's samples/s and ends 0.0 points of accuracy " \
+        "ahead of it" in S._fig7_text(recs)
+    assert open(S._draw_fig7(recs, str(tmp_path / "f7.png")), "rb").read(4) == b"\x89PNG"
+
+
+def test_figure5_text_says_when_overlap_did_not_pay():
+    from mpicomm.bench import figures_sweeps as S
+
+    def rec(step, total, exposed):
+        return {"buckets": 9, "grad_bytes": 8e6, "step_time_mean_s": step, "comm_total_s": total,
+                "comm_exposed_s": exposed, "compute_s": 0.01, "overlap_fraction": 0.2}
+
+    slower = {"overlap": rec(0.044, 0.033, 0.026), "no-overlap": rec(0.039, 0.024, 0.024)}
+    assert "overlap did not pay: with the communication thread running beside backward, total " \
+           "comm grew from 24 to 33 ms" in S._fig5_text({}, slower, None, (50e-6, 2e-9))
+    faster = {"overlap": rec(0.030, 0.033, 0.010), "no-overlap": rec(0.039, 0.024, 0.024)}
+    assert "Overlap saved 9 ms a step." in S._fig5_text({}, faster, None, (50e-6, 2e-9))
+
+
+def test_figure5_text_names_the_measured_cost_per_bucket():
+    from mpicomm.bench import figures_sweeps as S
+
+    def rec(buckets, total):
+        return {"buckets": buckets, "grad_bytes": 800_000, "step_time_mean_s": total + 0.001,
+                "comm_total_s": total, "comm_exposed_s": total}
+
+    text = S._fig5_text({0.0: rec(98, 0.0345), 25.0: rec(1, 0.0021)}, {}, (3e-6, 1e-9, 0.0),
+                        (50e-6, 2e-9))
+    assert "each extra bucket costs 0.33 ms against the wire's 2(p−1)α = 6 µs" in text

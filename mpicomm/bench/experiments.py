@@ -36,6 +36,7 @@ from pathlib import Path
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["Context", "Section", "figure", "FIGURES", "mpiexec_command", "run_figures",
+           "ordered_keys",
            "write_readme", "add_arguments", "run"]
 
 
@@ -169,11 +170,20 @@ def figure(key: str, title: str) -> Callable[[FigureFn], FigureFn]:
     return register
 
 
+def _register() -> None:
+    from mpicomm.bench import figures, figures_sweeps  # noqa: F401 - registers the figures
+
+
+def ordered_keys(keys=None) -> list[str]:
+    """Figure keys in reading order: numbers by value ("2" before "10"), then the rest."""
+    keys = list(FIGURES) if keys is None else list(keys)
+    return sorted(keys, key=lambda k: (0, int(k), "") if k.isdigit() else (1, 0, k))
+
+
 def run_figures(ctx: Context, keys: list[str] | None = None) -> list[Section]:
     """Run the chosen figures (default: all), save each section, regenerate the README."""
-    from mpicomm.bench import figures as _registered  # noqa: F401 - registers the figures
-
-    keys = keys or list(FIGURES)
+    _register()
+    keys = keys or ordered_keys()
     unknown = [k for k in keys if k not in FIGURES]
     if unknown:
         raise ConfigError(f"unknown figure {', '.join(unknown)}; figures: {', '.join(FIGURES)}")
@@ -249,7 +259,7 @@ def write_readme(ctx: Context) -> Path:
     folder = ctx.results / "sections"
     saved = {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")} \
         if folder.exists() else {}
-    order = list(FIGURES) + sorted(k for k in saved if k not in FIGURES)
+    order = ordered_keys(FIGURES) + sorted(k for k in saved if k not in FIGURES)
     lines = [
         "# Experiments: the classic results, reproduced by one command",
         "",
