@@ -221,6 +221,7 @@ def _watch() -> None:
             _say(ch, waited, "warning")
         if abort is not None and waited > abort and ch.t_enter == t:
             _say(ch, waited, "abort")
+            time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
             MPI.COMM_WORLD.Abort(1)
 
 
