@@ -76,6 +76,12 @@ def test_loss_decreases_and_the_model_learns(tmp_path):
     assert rec["train_loss_last"] < 0.5 * rec["train_loss_first"], rec
     assert rec["final_accuracy"] > 0.6 and rec["test_accuracy"] > 0.5, rec  # chance: 0.1
     assert rec["params_in_sync"] is True
+    # the loss curve: one point per step, its first ten the record's first-loss mean
+    steps, losses, wall = rec["loss_history_step"], rec["loss_history"], rec["wall_s_history"]
+    assert steps == list(range(1, 301)) and len(losses) == len(wall) == 300
+    assert np.mean(losses[:10]) == pytest.approx(rec["train_loss_first"], rel=1e-9)
+    assert np.mean(losses[-100:]) == pytest.approx(rec["train_loss_last"], rel=1e-9)
+    assert all(b > a for a, b in zip(wall, wall[1:], strict=False)), "wall time must grow"
 
 
 def test_checkpoint_resume_is_bit_identical(tmp_path):

@@ -35,7 +35,7 @@ from mpicomm.train import loop as L
 from mpicomm.train import metrics, slow_rank
 from mpicomm.train.model import MLP, num_params
 from mpicomm.train.straggle import Delays
-from mpicomm.train.summary import _scores, _traffic
+from mpicomm.train.summary import _scores, _traffic, history
 
 __all__ = ["run_ps_training"]
 
@@ -197,6 +197,8 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     rec.update(_traffic(traffic, max(rec["steps"], 1)))
     losses = out["losses"] if out else np.zeros(0)
     rec.update(_scores(cfg, world, job, losses, len(losses)))
+    step_s = out["times"][:, 0] if out else np.zeros(0)
+    rec.update(history(comm, losses, step_s, world.is_worker))
     rec.update(slow_rank.report(comm, *role.stall_channel.take_log(), world.is_worker))
     return rec
 

@@ -40,6 +40,7 @@ def summarize(cfg: Any, world: Any, job: Any, out: dict, baseline_sps: float | N
     record = _timing(cfg, world, sums, step_mean, wall_max, max(n_run - skip, 0), n_run)
     record.update(_traffic(traffic, n_run))
     record.update(_scores(cfg, world, job, out["losses"], n_run))
+    record.update(history(comm, out["losses"], times[:, 0], world.is_worker))
     buckets = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
                            cfg.bucket_mb * 2**20)
     record.update({
@@ -105,6 +106,30 @@ def _traffic(traffic: np.ndarray, n_run: int) -> dict:
         "bytes_recv_per_step": per(traffic[:, 1].max()),
         "bytes_per_step_by_rank": [per(b) for b in traffic[:, 0]],
     }
+
+
+HISTORY_POINTS = 1000  # at most this many (step, loss, wall time) points in a record
+
+
+def history(comm: Any, losses: np.ndarray, step_s: np.ndarray, is_worker: bool) -> dict:
+    """Per-step training loss and wall-clock seconds since the first step, mean over workers.
+
+    Collective. Workers may have run different numbers of steps (an async parameter
+    server): each step averages the workers that ran it. Servers contribute nothing.
+    Long runs keep every k-th step so a record holds at most ``HISTORY_POINTS``.
+    """
+    n = int(metrics.max_over_ranks(comm, np.array([len(losses) if is_worker else 0.0]))[0])
+    rows = np.zeros((3, n))
+    if is_worker and len(losses):
+        k = len(losses)
+        rows[0, :k], rows[1, :k], rows[2, :k] = losses, np.cumsum(step_s[:k]), 1.0
+    tot = metrics.sum_over_ranks(comm, rows.ravel()).reshape(3, n) if n else rows
+    ran = tot[2] > 0
+    stride = max(1, -(-n // HISTORY_POINTS))
+    idx = np.flatnonzero(ran)[::stride]
+    return {"loss_history_step": (idx + 1).tolist(),
+            "loss_history": (tot[0, idx] / tot[2, idx]).tolist(),
+            "wall_s_history": (tot[1, idx] / tot[2, idx]).tolist()}
 
 
 def _scores(cfg: Any, world: Any, job: Any, losses: np.ndarray, n_run: int) -> dict:
