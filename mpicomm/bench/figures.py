@@ -113,14 +113,7 @@ def _fig2_rows(docs: dict[tuple[int, str], dict]) -> list[dict]:
 
 def _draw_fig2(rows: list[dict], png: str, n: int, link: str) -> str:
     fig, (ax,) = plot.new_figure(1, width=7.0, height=4.6)
-    for name, series in plot._series(rows).items():
-        series = sorted(series, key=lambda r: r["ranks"])
-        x = [r["ranks"] for r in series]
-        ax.plot(x, [r["time_us"] / 1e3 for r in series], "o", color=plot.color(name),
-                label=f"{name} measured")
-        if all(r.get("predicted_us") for r in series):
-            ax.plot(x, [r["predicted_us"] / 1e3 for r in series], "-", color=plot.color(name),
-                    alpha=0.6, label=f"{name} model")
+    plot.measured_and_model(ax, rows, "ranks")
     ax.set_xlabel(f"ranks p (2 per simulated node; nodes joined by an emulated {link} link)")
     ax.set_ylabel(f"time per allreduce of {plot.human_bytes(n)} (ms)")
     ax.set_xticks(sorted({r["ranks"] for r in rows}))

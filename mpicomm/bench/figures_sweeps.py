@@ -77,14 +77,7 @@ def _fig4_model(ctx: Context, rows: list[dict], n: int) -> None:
 
 def _draw_fig4(rows: list[dict], png: str, n: int) -> str:
     fig, (ax,) = plot.new_figure(1, width=7.0, height=4.6)
-    for name, series in plot._series(rows).items():
-        series = sorted(series, key=lambda r: r["inter_gbps"])
-        x = [r["inter_gbps"] for r in series]
-        ax.plot(x, [r["time_us"] / 1e3 for r in series], "o", color=plot.color(name),
-                label=f"{name} measured")
-        if all(r.get("predicted_us") for r in series):
-            ax.plot(x, [r["predicted_us"] / 1e3 for r in series], plot.style(name),
-                    color=plot.color(name), alpha=0.7, label=f"{name} model")
+    plot.measured_and_model(ax, rows, "inter_gbps")
     ax.set_xscale("log")
     ax.set_yscale("log")
     gbps = sorted({r["inter_gbps"] for r in rows})

@@ -169,6 +169,19 @@ def busbw_vs_size(doc: dict, path: str, title: str | None = None) -> str:
     return save(fig, path)
 
 
+def measured_and_model(ax, rows: list[dict], x_key: str) -> None:
+    """Per strategy: measured ``time_us`` as points and ``predicted_us`` as a line, in ms,
+    against ``x_key`` (rows without a prediction get points only)."""
+    for name, series in _series(rows).items():
+        series = sorted(series, key=lambda r: r[x_key])
+        x = [r[x_key] for r in series]
+        ax.plot(x, [r["time_us"] / 1e3 for r in series], "o", color=color(name),
+                label=f"{name} measured")
+        if all(r.get("predicted_us") for r in series):
+            ax.plot(x, [r["predicted_us"] / 1e3 for r in series], style(name),
+                    color=color(name), alpha=0.7, label=f"{name} model")
+
+
 def _model_panels(doc: dict, bw, ratio) -> None:
     p = _ranks_of(doc)
     factor = 2 * (p - 1) / p if p > 1 else 1.0
