@@ -10,9 +10,10 @@ How:
 
 1. ``attach(comm, participants)`` (collective, at reducer creation) duplicates
    ``comm`` into a side communicator and returns a ``Channel``; the reducer calls
-   ``channel.begin(name)`` / ``channel.end(token)`` around each call: a counter,
-   two clock reads and two list appends (the per-call log the slow-rank report
-   reads). ``Transport._wait_requests`` notes how many requests it blocks on.
+   ``channel.begin(name, t0)`` / ``channel.end(token)`` around each call: a counter,
+   one clock read (the caller's entry time is reused) and two list appends (the
+   per-call log the slow-rank report reads). ``Transport._wait_requests`` notes how
+   many requests it blocks on.
 2. One watchdog thread per process wakes every ``min(1 s, warn/4)``. It answers
    peers' questions on every side communicator (``Iprobe``; a reply is this
    rank's call counter and whether it is inside a call), and, when the current
@@ -72,19 +73,23 @@ class Channel:
         self.call = 0
         self.t_enter: float | None = None
         self.warned = 0
-        self.enter_wall: list[float] = []   # time.time() at each call's entry
+        self.enter_t: list[float] = []      # perf_counter() at each call's entry
         self.waited: list[float] = []       # seconds inside each call
+        self._wall_offset = time.time() - time.perf_counter()  # entry times -> wall clock
         self._answer = np.zeros(3, dtype=np.float64)
         self._ask = np.zeros(1, dtype=np.float64)
 
-    def begin(self, name: str) -> float:
-        """Mark entry into call number ``call + 1``; return the token for ``end``."""
+    def begin(self, name: str, t: float | None = None) -> float:
+        """Mark entry into call number ``call + 1`` at ``t`` (perf_counter; now when None).
+
+        Returns the token for ``end`` (0.0 when the inspector is off).
+        """
         if not _state.enabled:
             return 0.0
+        if t is None:
+            t = time.perf_counter()
         self.name = name
         self.call += 1
-        t = time.perf_counter()
-        self.enter_wall.append(time.time())
         self.t_enter = t
         _state.current = self
         return t
@@ -93,14 +98,15 @@ class Channel:
         """Mark the call begun with ``token`` as finished."""
         if token:
             self.t_enter = None
+            self.enter_t.append(token)
             self.waited.append(time.perf_counter() - token)
             if len(self.waited) > _LOG_CAP:  # drop the older half, both logs alike
-                del self.waited[: _LOG_CAP // 2], self.enter_wall[: _LOG_CAP // 2]
+                del self.waited[: _LOG_CAP // 2], self.enter_t[: _LOG_CAP // 2]
 
     def take_log(self) -> tuple[np.ndarray, np.ndarray]:
         """Return and clear (entry wall times, seconds inside) of the calls so far."""
-        out = np.array(self.enter_wall), np.array(self.waited)
-        self.enter_wall, self.waited = [], []
+        out = np.array(self.enter_t) + self._wall_offset, np.array(self.waited)
+        self.enter_t, self.waited = [], []
         return out
 
     def close(self) -> None:

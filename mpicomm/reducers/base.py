@@ -124,12 +124,14 @@ class Reducer:
         t0 = time.perf_counter()
         if self._closed:
             raise RuntimeError(f"{self.name}: this reducer is closed")
-        call = self.stall_channel.begin(self.name) if self.stall_channel is not None else 0.0
+        ch = self.stall_channel
+        if ch is None:
+            return self._checked_allreduce(buf, op, t0)
+        call = ch.begin(self.name, t0)
         try:
             return self._checked_allreduce(buf, op, t0)
         finally:
-            if call:
-                self.stall_channel.end(call)
+            ch.end(call)
 
     def _checked_allreduce(self, buf: Any, op: str, t0: float) -> Any:
         if not self.is_worker:
