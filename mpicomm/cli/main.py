@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# before MPI_Abort: time for the launcher to forward what this rank just wrote to stderr
+# (without it, mpiexec sometimes kills the job before the message reaches the terminal)
+ABORT_GRACE_S = 0.5
+
+
 def _world_rank() -> int:
     from mpi4py import MPI
 
@@ -90,6 +95,7 @@ def guarded(fn, *args, **kwargs):
         sys.stderr.write(f"mpicomm: error: {exc}\n" if rank == 0 else
                          f"mpicomm: rank {rank}: error: {exc}\n")
         sys.stderr.flush()
+        time.sleep(ABORT_GRACE_S)
         MPI.COMM_WORLD.Abort(2)
     except BaseException as exc:  # noqa: BLE001 - any failure must end the job
         from mpi4py import MPI
@@ -102,6 +108,7 @@ def guarded(fn, *args, **kwargs):
         )
         sys.stderr.write(f"mpicomm: rank {rank}: {type(exc).__name__}: {exc} -- aborting job\n")
         sys.stderr.flush()
+        time.sleep(ABORT_GRACE_S)
         MPI.COMM_WORLD.Abort(1)
 
 
