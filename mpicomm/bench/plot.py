@@ -148,6 +148,14 @@ def _ranks_of(doc: dict) -> int:
 
 
 # ------------------------------------------------------------------ figures
+def _message_size_axes(*axes) -> None:
+    """Log message-size x axis, its label and a light grid on each of ``axes``."""
+    for ax in axes:
+        size_axis(ax)
+        ax.set_xlabel("message size")
+        ax.grid(True, which="major", alpha=0.3)
+
+
 def busbw_vs_size(doc: dict, path: str, title: str | None = None) -> str:
     """bench: busbw (left) and time (right) against size, one line per strategy."""
     fig, (bw, tm) = new_figure(2)
@@ -156,10 +164,7 @@ def busbw_vs_size(doc: dict, path: str, title: str | None = None) -> str:
         x = [r["bytes"] for r in rows]
         bw.plot(x, [r["busbw_gbps"] for r in rows], "o-", color=color(name), label=name, ms=4)
         tm.plot(x, [r["time_us"] for r in rows], "o-", color=color(name), label=name, ms=4)
-    for ax in (bw, tm):
-        size_axis(ax)
-        ax.set_xlabel("message size")
-        ax.grid(True, which="major", alpha=0.3)
+    _message_size_axes(bw, tm)
     bw.set_ylabel("bus bandwidth (GB/s)")
     bw.set_yscale("log")
     tm.set_yscale("log")
@@ -197,10 +202,7 @@ def _model_panels(doc: dict, bw, ratio) -> None:
                        ms=4, label=name)
     ratio.axhspan(0.75, 1.25, color="0.85", label="±25%")
     ratio.axhline(1.0, color="0.4", lw=0.8)
-    for ax in (bw, ratio):
-        size_axis(ax)
-        ax.set_xlabel("message size")
-        ax.grid(True, which="major", alpha=0.3)
+    _message_size_axes(bw, ratio)
     bw.set_ylabel("bus bandwidth (GB/s)")
     bw.set_yscale("log")
     bw.set_title(f"{p} ranks: points measured, lines α-β-γ model")
