@@ -7,8 +7,11 @@ range, and in each mode:
 1. ``sync``: keep the push in the worker's row; when every running worker has
    pushed this step, sum the rows in worker order, scale by 1/W (the mean, as the
    allreduce loop), apply the optimizer once, and answer every worker's pull.
-2. ``async``: scale the push by 1/W, apply it at once, answer that worker's pull
-   with the current parameters. Nobody waits for anybody.
+2. ``async``: apply the push at once and answer that worker's pull. Nobody waits
+   for anybody. The rule (``--ps-momentum``): ``lookahead`` (default, DANA-Zero,
+   ``ps.lookahead``: a velocity per worker, and the pull answered with where the
+   parameters are heading) or ``shared`` (the loop's SGD on g/W, one velocity:
+   stale gradients and momentum oscillate, docs/ps.md).
 3. ``ssp`` (bound S): apply at once as async, but hold the reply to a worker
    that has pushed c steps until the slowest running worker has pushed c − S
    (c − min ≤ S): no worker starts a step more than S ahead of the slowest.
@@ -25,7 +28,7 @@ worker sends DONE; it no longer counts as "the slowest". When every worker is
 done the servers send their final ranges to all and return.
 
 Cost per push, n/S keys: α + (n/S)·β to receive, (n/S)·γ' for the optimizer
-(4 vector passes), α + (n/S)·β for the reply; a server's link carries 2·W·n/S
+(4 vector passes; 7 with look-ahead), α + (n/S)·β for the reply; a server's link carries 2·W·n/S
 per step, as the dedicated ``ps`` reducer's.
 """
 
@@ -37,6 +40,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.ps.protocol import CMD_DONE, TAG_FINAL, TAG_HEADER, TAG_PULL, TAG_PUSH, TAG_STATUS
 from mpicomm.ps.sharding import Layout
 
@@ -54,11 +58,14 @@ class PSServer:
             loop's SGD rule applied to this shard, in place.
         mode, staleness: ``sync`` | ``async`` | ``ssp`` and the ssp bound S.
         budget: async/ssp: pushes after which server 0 says stop (None: never).
+        lookahead: async/ssp: the ``LookAheadMomentum`` for ``params`` (None: apply
+            ``make_optimizer``'s rule to g/W, one shared velocity).
     """
 
     def __init__(self, transport: Any, layout: Layout, params: np.ndarray,
                  make_optimizer: Callable[..., Callable[[float], None]], mode: str,
-                 staleness: int = 0, budget: int | None = None) -> None:
+                 staleness: int = 0, budget: int | None = None,
+                 lookahead: LookAheadMomentum | None = None) -> None:
         self.p2p, self.layout, self.mode, self.S, self.budget = (transport, layout, mode,
                                                                  staleness, budget)
         self.shard = layout.shard_of(transport.rank)
@@ -70,6 +77,7 @@ class PSServer:
         self.g = np.empty_like(params)
         self.rows = np.empty((W, width), dtype=params.dtype) if mode == "sync" else None
         self.update = make_optimizer(self.p, self.g, self.v)
+        self.lookahead = lookahead if mode != "sync" else None
         self.status = np.zeros((W, 2), dtype=np.float64)
         self.pushed = np.zeros(W, dtype=np.int64)      # pushes applied, per worker
         self.done = np.zeros(W, dtype=bool)
@@ -99,8 +107,12 @@ class PSServer:
             else:
                 p2p.recv(self.g, src, TAG_PUSH)
                 self._record(i)
-                self.g *= 1.0 / self.W
-                self.update(float(hdr[2]))
+                self._lr = float(hdr[2])
+                if self.lookahead is not None:
+                    self.lookahead.push(i, self.g, self._lr)
+                else:
+                    self.g *= 1.0 / self.W
+                    self.update(self._lr)
                 self.pushed[i] += 1
                 self.version += 1
                 self.applied += 1
@@ -158,12 +170,13 @@ class PSServer:
         p2p, workers = self.p2p, self.layout.workers
         stop = float(self.coordinator and self.budget is not None and
                      self.applied >= self.budget)
+        sent = self.p if self.lookahead is None else self.lookahead.reply(self._lr)
         reqs = []
         for i in who:
             self.status[i] = (stop, self.version)
             self.pulled_at[i] = self.version
             reqs.append(p2p.isend(self.status[i], workers[i], TAG_STATUS))
-            reqs.append(p2p.isend(self.p, workers[i], TAG_PULL))
+            reqs.append(p2p.isend(sent, workers[i], TAG_PULL))
         p2p.waitall(reqs)  # the parameters may change once the replies are out
 
     def _final(self) -> None:

@@ -91,6 +91,9 @@ class TrainConfig:
     ps_mode: str | None = None          # --strategy ps as a real parameter server: sync | async |
                                         # ssp (servers own parameters and optimizer; docs/ps.md)
     staleness: int = 0                  # ps ssp: a worker runs at most S steps ahead (0 = sync)
+    ps_momentum: str = "lookahead"      # ps async/ssp servers: lookahead (a velocity per worker,
+                                        # pulls answered where the parameters head: DANA) |
+                                        # shared (one velocity; stale pushes oscillate)
     straggler: tuple[str, ...] = ()     # RANK:MS: that rank sleeps MS ms in every step's compute
                                         # (repeatable)
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
@@ -206,6 +209,8 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
         bad(f"--staleness must be an integer >= 0, got {cfg.staleness!r}")
     if cfg.staleness and cfg.ps_mode != "ssp":
         bad("--staleness needs --ps-mode ssp")
+    if cfg.ps_momentum not in ("lookahead", "shared"):
+        bad(f"--ps-momentum must be lookahead or shared, got {cfg.ps_momentum!r}")
     items = [cfg.straggler] if isinstance(cfg.straggler, str) else list(cfg.straggler or ())
     parts = [x.strip() for item in items for x in str(item).split(",") if x.strip()]
     for part in parts:

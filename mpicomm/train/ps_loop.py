@@ -30,9 +30,10 @@ import numpy as np
 from mpicomm.core.topology import node_map
 from mpicomm.p2p import make_transport, stall
 from mpicomm.ps import PSServer, PSWorker, layout
+from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.reducers.stats import ReduceStats
 from mpicomm.train import loop as L
-from mpicomm.train import metrics, slow_rank
+from mpicomm.train import metrics, ps_timeline, slow_rank
 from mpicomm.train.model import MLP, num_params
 from mpicomm.train.straggle import Delays
 from mpicomm.train.summary import _scores, _traffic, history
@@ -64,8 +65,7 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
 
     ``keep``: when given, a worker stores its final parameters under "params".
     """
-    label = f"ps:{cfg.ps_mode}"
-    mode = "sync" if cfg.ps_mode == "ssp" and cfg.staleness == 0 else cfg.ps_mode
+    label, mode = f"ps:{cfg.ps_mode}", _mode(cfg)
     try:
         lay = layout(comm.Get_size(), cfg.servers, num_params(cfg.layers))   # 1.
     except L.ConfigError as exc:  # the same on every rank, before any message
@@ -85,6 +85,7 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
         f"{job.model.num_params:,} params | batch {cfg.batch_size}/worker"
         + (f" | staleness bound {cfg.staleness}" if cfg.ps_mode == "ssp" else ""))
     budget = None if mode == "sync" else cfg.steps * W
+    comm.Barrier()  # one start: workers' step-end times share an origin (the verdict's series)
     if world.is_worker:                                                      # 3.
         out, counts = _work(cfg, world, job, role, transport, mode), None
     else:
@@ -94,6 +95,11 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
         keep["params"] = job.model.params.copy()
     role.close()
     return record
+
+
+def _mode(cfg: Any) -> str:
+    """The algorithm run: ``ssp`` with S = 0 is ``sync``."""
+    return "sync" if cfg.ps_mode == "ssp" and cfg.staleness == 0 else cfg.ps_mode
 
 
 def _set_up(cfg: Any, world: Any, role: _Role) -> Any:
@@ -124,7 +130,11 @@ def _serve(cfg: Any, lay: Any, transport: Any, mode: str, budget: int | None) ->
                     cfg.weight_decay)  # the allreduce loop's update rule, on this shard
         return lambda lr: sgd.update(0, lr)
 
-    return PSServer(transport, lay, shard, make_optimizer, mode, cfg.staleness, budget).serve()
+    ahead = None
+    if mode != "sync" and cfg.ps_momentum == "lookahead":
+        ahead = LookAheadMomentum(shard, len(lay.workers), cfg.momentum, cfg.weight_decay)
+    return PSServer(transport, lay, shard, make_optimizer, mode, cfg.staleness, budget,
+                    ahead).serve()
 
 
 def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str) -> dict:
@@ -134,8 +144,9 @@ def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str
     limit = cfg.steps if mode == "sync" else cfg.steps * world.workers  # async: stop from server 0
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     times, losses = np.zeros((limit, len(L.TIME_COLUMNS))), np.zeros(limit)
+    ends = np.zeros(limit)
     perf = time.perf_counter
-    n = 0
+    origin, n = perf(), 0
     for step in range(limit):
         t0 = perf()
         xb, yb = shard.next()
@@ -147,13 +158,13 @@ def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str
         stop = client.push_pull(model.grads, model.params, step, lr)
         t2 = perf()
         times[step] = (t2 - t0, t1 - tc, t2 - t1, 0.0, t2 - t1)
-        losses[step] = float(loss)
+        losses[step], ends[step] = float(loss), t2 - origin
         n = step + 1
         L._log(cfg, world, step, step, lr, losses, times, t2 - t0)
         if stop:
             break
     client.finish(model.params)  # every worker ends with the servers' final parameters
-    return {"times": times[:n], "losses": losses[:n], "n_run": n}
+    return {"times": times[:n], "losses": losses[:n], "ends": ends[:n], "n_run": n}
 
 
 def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, counts: dict | None,
@@ -173,9 +184,11 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     per = (lambda s: s / n_timed) if n_timed else (lambda s: float("nan"))  # noqa: E731
     step, compute, exposed, _, total = sums
     srv = _server_rows(comm, counts, W)
+    timeline = ps_timeline.gather(comm, out, W)
     rec: dict[str, Any] = {
         "strategy": label, "ranks": size, "workers": W, "ps_mode": cfg.ps_mode,
         "staleness_bound": cfg.staleness if cfg.ps_mode == "ssp" else None,
+        "ps_momentum": None if _mode(cfg) == "sync" else cfg.ps_momentum,
         "params": num_params(cfg.layers),
         "grad_bytes": num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize,
         "global_batch": world.global_batch, "steps": int(max(steps_by_worker)),
@@ -187,6 +200,7 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
         "other_s": per(step - compute - exposed), "compute_share": compute / step if step else 0,
         "comm_share": exposed / step if step else 0, "optimizer_share": 0.0,
         "other_share": (step - compute - exposed) / step if step else 0,
+        "step_times_s": timeline.step_series(_mode(cfg), skip),
         "steps_by_worker": steps_by_worker, **srv,
         "overlap": False, "accumulate": 1, "buckets": 1, "allreduce_calls_per_step": 1,
         "baseline_samples_per_sec": None, "scaling_efficiency": None,
@@ -194,12 +208,17 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     }
     st = role.stats
     traffic = metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv]))
-    rec.update(_traffic(traffic, max(rec["steps"], 1)))
+    rounds = max(sum(steps_by_worker) // W, 1)  # a round: W pushes, one global batch
+    rec.update(_traffic(traffic, rounds))
     losses = out["losses"] if out else np.zeros(0)
     rec.update(_scores(cfg, world, job, losses, len(losses)))
     step_s = out["times"][:, 0] if out else np.zeros(0)
-    rec.update(history(comm, losses, step_s, world.is_worker))
-    rec.update(slow_rank.report(comm, *role.stall_channel.take_log(), world.is_worker))
+    if _mode(cfg) == "sync":
+        rec.update(history(comm, losses, step_s, world.is_worker))
+    else:  # workers' steps are not simultaneous: windows of W pushes in time order
+        rec.update(timeline.history())
+    rec.update(slow_rank.report(comm, *role.stall_channel.take_log(), world.is_worker,
+                                others_wait=_mode(cfg) != "async"))
     return rec
 
 

@@ -144,7 +144,7 @@ def busiest_bytes_formula(rec: dict) -> tuple[str, float] | None:
         L, N = sizes[0], len(sizes)  # ranks per node, nodes (real or simulated)
         return (f"2(L-1)/L·n inside nodes + 2(N-1)/N·n/L across them, L = {L}, N = {N}",
                 2 * (L - 1) / L * n + 2 * (N - 1) / N * n / L)
-    if algo == "ps":
+    if algo == "ps" or algo.startswith("ps:"):  # ps:MODE: per round of W pushes
         S = len(rec.get("reducer", {}).get("servers") or [0])
         if rec.get("reducer", {}).get("dedicated"):
             return (f"max(W·n/S, n) with W = {W}, S = {S}", max(W * n / S, n))

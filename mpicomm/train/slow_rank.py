@@ -26,8 +26,13 @@ __all__ = ["report"]
 MAX_CALLS = 20000  # the first calls of a very long run suffice
 
 
-def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool) -> dict:
-    """Return ``wait_mean_s_by_rank``, ``last_to_arrive_by_rank``, ``slow_rank`` and a note."""
+def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool,
+           others_wait: bool = True) -> dict:
+    """Return ``wait_mean_s_by_rank``, ``last_to_arrive_by_rank``, ``slow_rank`` and a note.
+
+    ``others_wait`` False (an async parameter server): call k is each worker's
+    k-th push, nobody waits for it, and the note names the slowest worker as such.
+    """
     size = comm.Get_size()
     mine = len(enter) if participant else MAX_CALLS
     n = int(-metrics.max_over_ranks(comm, np.array([-min(mine, MAX_CALLS)]))[0])
@@ -52,8 +57,12 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool) 
     others = [waits[int(r)] for r in who if r != top]
     if share[top] >= max(0.5, 1.5 / who.size):
         out["slow_rank"] = top
+        waits_text = (f"it waits {1e3 * waits[top]:.2f} ms per call, the others "
+                      f"{1e3 * float(np.median(others)):.2f} ms")
         out["slow_rank_note"] = (
             f"rank {top} holds the others back: last to arrive in {100 * share[top]:.0f}% of "
-            f"{n} calls; it waits {1e3 * waits[top]:.2f} ms per call, the others "
-            f"{1e3 * float(np.median(others)):.2f} ms")
+            f"{n} calls; {waits_text}" if others_wait else
+            f"rank {top} is the slowest worker: it reached its k-th push last for "
+            f"{100 * share[top]:.0f}% of k = 1..{n}; async, so nobody waited for it "
+            f"({waits_text})")
     return out

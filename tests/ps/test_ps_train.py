@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from mpi_harness import run_mpi, run_script
 
@@ -60,6 +61,31 @@ def test_async_records_staleness_and_shuts_down(tmp_path):
     assert rec["staleness_max"] >= 2 and rec["staleness_mean"] > 0, rec
     assert sum(steps) >= 40 * 3 and rec["params_in_sync"], rec  # the budget, final pull
     assert rec["slow_rank"] is None or rec["slow_rank"] == 1
+    assert rec["ps_momentum"] == "lookahead"  # the default rule of async servers
+
+
+@pytest.mark.parametrize("mode", ["async", "ssp"])
+def test_verdict_series_and_history_follow_time(tmp_path, mode):
+    """s per global batch (W pushes in time order) agrees with samples/s; history's clock grows."""
+    extra = ["--staleness", "1"] if mode == "ssp" else []
+    rec, _ = _train(4, tmp_path, "--strategy", "ps", "--ps-mode", mode, *extra, "--steps", "60",
+                    "--jitter", "3")
+    series = rec["step_times_s"]
+    assert len(series) >= 45 and all(x >= 0 for x in series), series
+    sps = rec["global_batch"] / (sum(series) / len(series))
+    assert 0.75 < sps / rec["samples_per_sec"] < 1.33, (sps, rec["samples_per_sec"])
+    wall = rec["wall_s_history"]
+    assert len(wall) == len(rec["loss_history"]) >= 55
+    assert all(np.diff(wall) >= 0), wall  # windows in time order
+
+
+def test_async_shared_momentum_rule_and_slowest_worker_note(tmp_path):
+    rec, res = _train(4, tmp_path, "--strategy", "ps", "--ps-mode", "async", "--ps-momentum",
+                      "shared", "--steps", "30", "--straggler", "2:30")
+    _pushes_once(rec)
+    assert rec["ps_momentum"] == "shared", rec
+    assert rec["slow_rank"] == 2, rec
+    assert "rank 2 is the slowest worker" in res.stdout and "nobody waited" in res.stdout
 
 
 def test_sync_pushes_once_and_straggler_named(tmp_path):
@@ -98,6 +124,7 @@ def test_too_few_ranks_refused(tmp_path):
     ({"ps_mode": "ssp", "strategy": "ps", "staleness": -1}, "--staleness must be"),
     ({"straggler": ("1:x",)}, "--straggler must be RANK:MS"),
     ({"jitter": -1.0}, "--jitter must be"),
+    ({"ps_momentum": "nesterov"}, "--ps-momentum must be lookahead or shared"),
 ])
 def test_bad_flags_refused(kw, fragment):
     with pytest.raises(ConfigError, match=fragment):
