@@ -10,15 +10,17 @@ Every message is a contiguous NumPy buffer sent with mpi4py's buffer calls
 
 A finished worker sends the header (DONE, steps, 0, 0) and then receives the
 servers' final parameters (TAG_FINAL), so every worker ends with the servers'
-model. Servers take headers from ``MPI.ANY_SOURCE`` and read the sender from
+model. For a checkpoint (sync only), worker 0 sends the header (SNAPSHOT, step,
+0, 0) between two steps and receives each server's momentum range (TAG_SNAPSHOT).
+Servers take headers from ``MPI.ANY_SOURCE`` and read the sender from
 the status: arrival order is the order pushes are applied in (async/ssp).
 """
 
 from __future__ import annotations
 
-__all__ = ["TAG_HEADER", "TAG_PUSH", "TAG_STATUS", "TAG_PULL", "TAG_FINAL", "CMD_PUSH",
-           "CMD_DONE", "MODES"]
+__all__ = ["TAG_HEADER", "TAG_PUSH", "TAG_STATUS", "TAG_PULL", "TAG_FINAL", "TAG_SNAPSHOT",
+           "CMD_PUSH", "CMD_DONE", "CMD_SNAPSHOT", "MODES"]
 
-TAG_HEADER, TAG_PUSH, TAG_STATUS, TAG_PULL, TAG_FINAL = 31, 32, 33, 34, 35
-CMD_PUSH, CMD_DONE = 1.0, 2.0
+TAG_HEADER, TAG_PUSH, TAG_STATUS, TAG_PULL, TAG_FINAL, TAG_SNAPSHOT = 31, 32, 33, 34, 35, 36
+CMD_PUSH, CMD_DONE, CMD_SNAPSHOT = 1.0, 2.0, 3.0
 MODES = ("sync", "async", "ssp")

@@ -16,6 +16,10 @@ range, and in each mode:
    that has pushed c steps until the slowest running worker has pushed c − S
    (c − min ≤ S): no worker starts a step more than S ahead of the slowest.
 
+Checkpoints (sync): worker 0's SNAPSHOT header, sent between two steps, is
+answered with this shard's momentum; the step cannot move on before worker 0
+pushes again, so the snapshot is that of a step boundary.
+
 Staleness of an applied push (recorded per push): the pushing worker's step
 minus the step count of the slowest worker still running — 0 in sync, ≤ S in
 ssp, whatever arrival order gave in async. ``lag``: updates the server applied
@@ -41,7 +45,16 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.ps.lookahead import LookAheadMomentum
-from mpicomm.ps.protocol import CMD_DONE, TAG_FINAL, TAG_HEADER, TAG_PULL, TAG_PUSH, TAG_STATUS
+from mpicomm.ps.protocol import (
+    CMD_DONE,
+    CMD_SNAPSHOT,
+    TAG_FINAL,
+    TAG_HEADER,
+    TAG_PULL,
+    TAG_PUSH,
+    TAG_SNAPSHOT,
+    TAG_STATUS,
+)
 from mpicomm.ps.sharding import Layout
 
 __all__ = ["PSServer"]
@@ -60,12 +73,14 @@ class PSServer:
         budget: async/ssp: pushes after which server 0 says stop (None: never).
         lookahead: async/ssp: the ``LookAheadMomentum`` for ``params`` (None: apply
             ``make_optimizer``'s rule to g/W, one shared velocity).
+        velocity: the shared velocity to start from (a resumed sync run); zeros if None.
     """
 
     def __init__(self, transport: Any, layout: Layout, params: np.ndarray,
                  make_optimizer: Callable[..., Callable[[float], None]], mode: str,
                  staleness: int = 0, budget: int | None = None,
-                 lookahead: LookAheadMomentum | None = None) -> None:
+                 lookahead: LookAheadMomentum | None = None,
+                 velocity: np.ndarray | None = None) -> None:
         self.p2p, self.layout, self.mode, self.S, self.budget = (transport, layout, mode,
                                                                  staleness, budget)
         self.shard = layout.shard_of(transport.rank)
@@ -73,7 +88,7 @@ class PSServer:
         W, width = len(layout.workers), params.size
         self.W = W
         self.p = params
-        self.v = np.zeros_like(params)
+        self.v = np.zeros_like(params) if velocity is None else velocity
         self.g = np.empty_like(params)
         self.rows = np.empty((W, width), dtype=params.dtype) if mode == "sync" else None
         self.update = make_optimizer(self.p, self.g, self.v)
@@ -101,6 +116,9 @@ class PSServer:
             i = index[src]
             if hdr[0] == CMD_DONE:
                 self.done[i] = True
+            elif hdr[0] == CMD_SNAPSHOT:  # sync, between two steps: this shard's momentum
+                p2p.send(self.v, src, TAG_SNAPSHOT)
+                continue
             elif self.mode == "sync":
                 p2p.recv(self.rows[i], src, TAG_PUSH)
                 self.arrived[i], self._lr = True, float(hdr[2])

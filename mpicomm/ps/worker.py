@@ -18,10 +18,12 @@ import numpy as np
 from mpicomm.ps.protocol import (
     CMD_DONE,
     CMD_PUSH,
+    CMD_SNAPSHOT,
     TAG_FINAL,
     TAG_HEADER,
     TAG_PULL,
     TAG_PUSH,
+    TAG_SNAPSHOT,
     TAG_STATUS,
 )
 from mpicomm.ps.sharding import Layout
@@ -64,6 +66,15 @@ class PSWorker:
             ch.end(call)
         self.steps += 1
         return bool(self.status[0, 0])
+
+    def snapshot(self, momentum: Any) -> None:
+        """Between two sync steps: receive every server's momentum range into ``momentum``."""
+        p2p, b = self.p2p, self.layout.bounds
+        self.header[:] = (CMD_SNAPSHOT, self.steps, 0.0, 0.0)
+        reqs = [p2p.irecv(momentum[b[s] : b[s + 1]], srv, TAG_SNAPSHOT)
+                for s, srv in enumerate(self.layout.servers)]
+        reqs += [p2p.isend(self.header, srv, TAG_HEADER) for srv in self.layout.servers]
+        p2p.waitall(reqs)
 
     def finish(self, params: Any) -> None:
         """Tell every server this worker is done; receive the final parameters in place."""

@@ -200,9 +200,12 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
             bad(f"--ps-mode must be sync, async or ssp, got {cfg.ps_mode!r}")
         if cfg.strategy != "ps":
             bad(f"--ps-mode needs --strategy ps, got {cfg.strategy!r}")
-        if cfg.checkpoint or cfg.resume:
-            bad("--ps-mode: checkpoint/resume does not cover the servers' state yet; run "
-                "without --checkpoint (the allreduce strategies checkpoint)")
+        if (cfg.checkpoint or cfg.resume) and not (cfg.ps_mode == "sync" or (
+                cfg.ps_mode == "ssp" and cfg.staleness == 0)):
+            bad(f"--ps-mode {cfg.ps_mode}: checkpoint/resume covers sync runs only (async and "
+                "ssp workers stop at different steps with different data positions, and the "
+                "look-ahead rule keeps a velocity per worker: no consistent cut to save); use "
+                "--ps-mode sync or run without --checkpoint")
         if cfg.accumulate != 1 or cfg.device != "cpu":
             bad("--ps-mode runs on the CPU with --accumulate 1")
     if isinstance(cfg.staleness, bool) or not isinstance(cfg.staleness, int) or cfg.staleness < 0:

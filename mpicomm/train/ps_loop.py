@@ -83,7 +83,8 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
     job = _set_up(cfg, world, role)                                           # 2.
     say(f"{label}: {W} workers, {len(lay.servers)} server(s) | model "
         f"{job.model.num_params:,} params | batch {cfg.batch_size}/worker"
-        + (f" | staleness bound {cfg.staleness}" if cfg.ps_mode == "ssp" else ""))
+        + (f" | staleness bound {cfg.staleness}" if cfg.ps_mode == "ssp" else "")
+        + (f" | resumed at step {job.start_step}" if cfg.resume else ""))
     budget = None if mode == "sync" else cfg.steps * W
     comm.Barrier()  # one start: workers' step-end times share an origin (the verdict's series)
     if world.is_worker:                                                      # 3.
@@ -122,8 +123,14 @@ def _set_up(cfg: Any, world: Any, role: _Role) -> Any:
 
 def _serve(cfg: Any, lay: Any, transport: Any, mode: str, budget: int | None) -> dict:
     s = lay.shard_of(transport.rank)
-    params = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=np).params
-    shard = params[lay.bounds[s] : lay.bounds[s + 1]].copy()
+    lo, hi = lay.bounds[s], lay.bounds[s + 1]
+    velocity = None
+    if cfg.resume:  # the workers checked the file in set-up; a sync run only
+        with np.load(cfg.checkpoint, allow_pickle=False) as ck:
+            shard = ck["params"][lo:hi].astype(cfg.dtype)
+            velocity = ck["momentum"][lo:hi].astype(cfg.dtype)
+    else:
+        shard = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=np).params[lo:hi].copy()
 
     def make_optimizer(p: np.ndarray, g: np.ndarray, v: np.ndarray) -> Any:
         sgd = L.SGD(np, p, g, v, [SimpleNamespace(lo=0, hi=p.size)], cfg.momentum,
@@ -134,20 +141,21 @@ def _serve(cfg: Any, lay: Any, transport: Any, mode: str, budget: int | None) ->
     if mode != "sync" and cfg.ps_momentum == "lookahead":
         ahead = LookAheadMomentum(shard, len(lay.workers), cfg.momentum, cfg.weight_decay)
     return PSServer(transport, lay, shard, make_optimizer, mode, cfg.staleness, budget,
-                    ahead).serve()
+                    ahead, velocity).serve()
 
 
 def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str) -> dict:
     client = PSWorker(transport, role.layout, role.stall_channel, role.label)
     delays = Delays(cfg, world.comm.Get_rank())
-    model, shard = job.model, job.shard
+    model, shard, start = job.model, job.shard, job.start_step  # start > 0: a resumed sync run
     limit = cfg.steps if mode == "sync" else cfg.steps * world.workers  # async: stop from server 0
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
-    times, losses = np.zeros((limit, len(L.TIME_COLUMNS))), np.zeros(limit)
-    ends = np.zeros(limit)
+    n_max = max(limit - start, 0)
+    times, losses, ends = np.zeros((n_max, len(L.TIME_COLUMNS))), np.zeros(n_max), np.zeros(n_max)
     perf = time.perf_counter
-    origin, n = perf(), 0
-    for step in range(limit):
+    origin, n, saving = perf(), 0, 0.0
+    for step in range(start, limit):
+        i = step - start
         t0 = perf()
         xb, yb = shard.next()
         tc = perf()
@@ -157,14 +165,19 @@ def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str
         lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
         stop = client.push_pull(model.grads, model.params, step, lr)
         t2 = perf()
-        times[step] = (t2 - t0, t1 - tc, t2 - t1, 0.0, t2 - t1)
-        losses[step], ends[step] = float(loss), t2 - origin
-        n = step + 1
-        L._log(cfg, world, step, step, lr, losses, times, t2 - t0)
+        times[i] = (t2 - t0, t1 - tc, t2 - t1, 0.0, t2 - t1)
+        losses[i], ends[i] = float(loss), t2 - origin
+        n = i + 1
+        L._log(cfg, world, step, i, lr, losses, times, t2 - t0)
+        if mode == "sync" and world.worker_rank == 0 and L._checkpoint_due(cfg, step):
+            client.snapshot(job.velocity)  # the servers' momentum, between two steps
+            L._save(cfg, world, job, step)
+            saving += perf() - t2
         if stop:
             break
     client.finish(model.params)  # every worker ends with the servers' final parameters
-    return {"times": times[:n], "losses": losses[:n], "ends": ends[:n], "n_run": n}
+    return {"times": times[:n], "losses": losses[:n], "ends": ends[:n], "n_run": n,
+            "checkpoint_s": saving}
 
 
 def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, counts: dict | None,
@@ -204,7 +217,8 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
         "steps_by_worker": steps_by_worker, **srv,
         "overlap": False, "accumulate": 1, "buckets": 1, "allreduce_calls_per_step": 1,
         "baseline_samples_per_sec": None, "scaling_efficiency": None,
-        "resumed_from_step": None, "checkpoint_s": 0.0, "reducer": role.describe(),
+        "resumed_from_step": job.start_step if cfg.resume else None,
+        "checkpoint_s": out["checkpoint_s"] if out else 0.0, "reducer": role.describe(),
     }
     st = role.stats
     traffic = metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv]))

@@ -110,6 +110,35 @@ def test_no_straggler_names_nobody_or_is_honest(tmp_path):
     assert len(rec["wait_mean_s_by_rank"]) == 3 and all(w >= 0 for w in rec["wait_mean_s_by_rank"])
 
 
+def _run_json(nranks, tmp_path, name, *flags):
+    out = tmp_path / f"{name}.json"
+    res = run_mpi(nranks, ["-m", "mpicomm", "train", *SMALL, *flags, "--json", str(out)],
+                  timeout=240)
+    assert not res.timed_out and res.returncode == 0, res.tail()
+    return json.loads(out.read_text())["results"][0]
+
+
+def test_sync_checkpoint_resume_is_bitwise(tmp_path):
+    """20 steps straight = 10, checkpoint (servers' momentum included), resume to 20."""
+    ck, ps = str(tmp_path / "ck.npz"), ["--strategy", "ps", "--ps-mode", "sync", "--servers", "2"]
+    whole = _run_json(5, tmp_path, "whole", *ps, "--steps", "20")
+    _run_json(5, tmp_path, "half", *ps, "--steps", "10", "--checkpoint", ck)
+    rest = _run_json(5, tmp_path, "rest", *ps, "--steps", "20", "--checkpoint", ck, "--resume")
+    assert rest["resumed_from_step"] == 10 and rest["steps_by_worker"] == [10, 10, 10]
+    assert rest["param_crc32"] == whole["param_crc32"], (rest, whole)
+
+
+def test_ring_checkpoint_resumes_as_ps_sync(tmp_path):
+    """The allreduce loop's checkpoint format: a ring run at step 10 goes on as ps:sync."""
+    ck, f64 = str(tmp_path / "ck.npz"), ["--dtype", "float64"]
+    ring = _run_json(3, tmp_path, "ring", "--strategy", "ring", *f64, "--steps", "20")
+    _run_json(3, tmp_path, "half", "--strategy", "ring", *f64, "--steps", "10", "--checkpoint", ck)
+    ps = _run_json(4, tmp_path, "ps", "--strategy", "ps", "--ps-mode", "sync", *f64, "--steps",
+                   "20", "--checkpoint", ck, "--resume")
+    assert ps["final_loss"] == pytest.approx(ring["final_loss"], rel=1e-12)
+    assert ps["test_accuracy"] == ring["test_accuracy"]
+
+
 def test_too_few_ranks_refused(tmp_path):
     res = run_mpi(2, ["-m", "mpicomm", "train", *SMALL, "--strategy", "ps", "--ps-mode", "async",
                       "--servers", "2", "--steps", "3"], timeout=120)
@@ -119,7 +148,9 @@ def test_too_few_ranks_refused(tmp_path):
 @pytest.mark.parametrize("kw, fragment", [
     ({"ps_mode": "lazy", "strategy": "ps"}, "--ps-mode must be"),
     ({"ps_mode": "async", "strategy": "ring"}, "needs --strategy ps"),
-    ({"ps_mode": "sync", "strategy": "ps", "checkpoint": "c.npz"}, "checkpoint/resume"),
+    ({"ps_mode": "async", "strategy": "ps", "checkpoint": "c.npz"}, "covers sync runs only"),
+    ({"ps_mode": "ssp", "strategy": "ps", "staleness": 1, "resume": True, "checkpoint": "c.npz"},
+     "covers sync runs only"),
     ({"staleness": 2}, "--staleness needs --ps-mode ssp"),
     ({"ps_mode": "ssp", "strategy": "ps", "staleness": -1}, "--staleness must be"),
     ({"straggler": ("1:x",)}, "--straggler must be RANK:MS"),
