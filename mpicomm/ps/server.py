@@ -44,17 +44,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.ps import protocol as P
 from mpicomm.ps.lookahead import LookAheadMomentum
-from mpicomm.ps.protocol import (
-    CMD_DONE,
-    CMD_SNAPSHOT,
-    TAG_FINAL,
-    TAG_HEADER,
-    TAG_PULL,
-    TAG_PUSH,
-    TAG_SNAPSHOT,
-    TAG_STATUS,
-)
 from mpicomm.ps.sharding import Layout
 
 __all__ = ["PSServer"]
@@ -110,20 +101,20 @@ class PSServer:
         hdr = np.zeros(4, dtype=np.float64)
         index = {r: i for i, r in enumerate(self.layout.workers)}
         while not self.done.all():
-            comm.Recv(hdr, MPI.ANY_SOURCE, TAG_HEADER, st)   # arrival order
+            comm.Recv(hdr, MPI.ANY_SOURCE, P.TAG_HEADER, st)   # arrival order
             src = st.Get_source()
             p2p.account(0, hdr.nbytes)
             i = index[src]
-            if hdr[0] == CMD_DONE:
+            if hdr[0] == P.CMD_DONE:
                 self.done[i] = True
-            elif hdr[0] == CMD_SNAPSHOT:  # sync, between two steps: this shard's momentum
-                p2p.send(self.v, src, TAG_SNAPSHOT)
+            elif hdr[0] == P.CMD_SNAPSHOT:  # sync, between two steps: this shard's momentum
+                p2p.send(self.v, src, P.TAG_SNAPSHOT)
                 continue
             elif self.mode == "sync":
-                p2p.recv(self.rows[i], src, TAG_PUSH)
+                p2p.recv(self.rows[i], src, P.TAG_PUSH)
                 self.arrived[i], self._lr = True, float(hdr[2])
             else:
-                p2p.recv(self.g, src, TAG_PUSH)
+                p2p.recv(self.g, src, P.TAG_PUSH)
                 self._record(i)
                 self._lr = float(hdr[2])
                 if self.lookahead is not None:
@@ -193,13 +184,13 @@ class PSServer:
         for i in who:
             self.status[i] = (stop, self.version)
             self.pulled_at[i] = self.version
-            reqs.append(p2p.isend(self.status[i], workers[i], TAG_STATUS))
-            reqs.append(p2p.isend(sent, workers[i], TAG_PULL))
+            reqs.append(p2p.isend(self.status[i], workers[i], P.TAG_STATUS))
+            reqs.append(p2p.isend(sent, workers[i], P.TAG_PULL))
         p2p.waitall(reqs)  # the parameters may change once the replies are out
 
     def _final(self) -> None:
         p2p = self.p2p
-        p2p.waitall([p2p.isend(self.p, w, TAG_FINAL) for w in self.layout.workers])
+        p2p.waitall([p2p.isend(self.p, w, P.TAG_FINAL) for w in self.layout.workers])
 
     def counts(self) -> dict:
         """This server's record: pushes applied (total, per worker), staleness and lag."""

@@ -15,17 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.ps.protocol import (
-    CMD_DONE,
-    CMD_PUSH,
-    CMD_SNAPSHOT,
-    TAG_FINAL,
-    TAG_HEADER,
-    TAG_PULL,
-    TAG_PUSH,
-    TAG_SNAPSHOT,
-    TAG_STATUS,
-)
+from mpicomm.ps import protocol as P
 from mpicomm.ps.sharding import Layout
 
 __all__ = ["PSWorker"]
@@ -51,16 +41,16 @@ class PSWorker:
         The stop flag comes from server 0 (async/ssp: the step budget is spent).
         """
         p2p, b, h = self.p2p, self.layout.bounds, self.header
-        h[:] = (CMD_PUSH, step, lr, 0.0)
+        h[:] = (P.CMD_PUSH, step, lr, 0.0)
         ch = self.channel
         call = ch.begin(self.label) if ch is not None else 0.0
         reqs = []
         for s, srv in enumerate(self.layout.servers):
-            reqs.append(p2p.irecv(self.status[s], srv, TAG_STATUS))
-            reqs.append(p2p.irecv(params[b[s] : b[s + 1]], srv, TAG_PULL))
+            reqs.append(p2p.irecv(self.status[s], srv, P.TAG_STATUS))
+            reqs.append(p2p.irecv(params[b[s] : b[s + 1]], srv, P.TAG_PULL))
         for s, srv in enumerate(self.layout.servers):
-            reqs.append(p2p.isend(h, srv, TAG_HEADER))
-            reqs.append(p2p.isend(grads[b[s] : b[s + 1]], srv, TAG_PUSH))
+            reqs.append(p2p.isend(h, srv, P.TAG_HEADER))
+            reqs.append(p2p.isend(grads[b[s] : b[s + 1]], srv, P.TAG_PUSH))
         p2p.waitall(reqs)
         if call:
             ch.end(call)
@@ -69,18 +59,17 @@ class PSWorker:
 
     def snapshot(self, momentum: Any) -> None:
         """Between two sync steps: receive every server's momentum range into ``momentum``."""
-        p2p, b = self.p2p, self.layout.bounds
-        self.header[:] = (CMD_SNAPSHOT, self.steps, 0.0, 0.0)
-        reqs = [p2p.irecv(momentum[b[s] : b[s + 1]], srv, TAG_SNAPSHOT)
-                for s, srv in enumerate(self.layout.servers)]
-        reqs += [p2p.isend(self.header, srv, TAG_HEADER) for srv in self.layout.servers]
-        p2p.waitall(reqs)
+        self._ask(P.CMD_SNAPSHOT, momentum, P.TAG_SNAPSHOT)
 
     def finish(self, params: Any) -> None:
         """Tell every server this worker is done; receive the final parameters in place."""
+        self._ask(P.CMD_DONE, params, P.TAG_FINAL)
+
+    def _ask(self, cmd: float, into: Any, tag: int) -> None:
+        """Send header (cmd, steps) to every server; receive each one's range of ``into``."""
         p2p, b = self.p2p, self.layout.bounds
-        self.header[:] = (CMD_DONE, self.steps, 0.0, 0.0)
-        reqs = [p2p.irecv(params[b[s] : b[s + 1]], srv, TAG_FINAL)
+        self.header[:] = (cmd, self.steps, 0.0, 0.0)
+        reqs = [p2p.irecv(into[b[s] : b[s + 1]], srv, tag)
                 for s, srv in enumerate(self.layout.servers)]
-        reqs += [p2p.isend(self.header, srv, TAG_HEADER) for srv in self.layout.servers]
+        reqs += [p2p.isend(self.header, srv, P.TAG_HEADER) for srv in self.layout.servers]
         p2p.waitall(reqs)
