@@ -67,10 +67,11 @@ def main() -> None:
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=3)
     a = ap.parse_args()
     for lag in a.lag:
-        acc = replay(lag, a.rule, a.lr, a.momentum, a.seed, warmup=a.warmup)
-        print(f"lag {lag}  rule {a.rule}  lr {a.lr}  momentum {a.momentum}  "
+        acc = replay(lag, a.rule, a.lr, a.momentum, a.seed, a.workers, warmup=a.warmup)
+        print(f"workers {a.workers}  lag {lag}  rule {a.rule}  lr {a.lr}  momentum {a.momentum}  "
               f"warmup {a.warmup}  seed {a.seed}: held-out accuracy {100 * acc:.1f}%")
 
 
