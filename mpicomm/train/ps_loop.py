@@ -194,8 +194,10 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     steps_by_worker = [int(x) for x in wk[:, 1]]
     n_timed, wall = wk[:, 2].sum(), wk[:, 3].max()
     sums = wk[:, 4:9].sum(axis=0)
-    per = (lambda s: s / n_timed) if n_timed else (lambda s: float("nan"))  # noqa: E731
+    nan = float("nan")  # nothing timed (a resumed run with no steps left): "-" in the table
+    per = (lambda s: s / n_timed) if n_timed else (lambda s: nan)  # noqa: E731
     step, compute, exposed, _, total = sums
+    share = (lambda s: s / step) if n_timed and step else (lambda s: nan)  # noqa: E731
     srv = _server_rows(comm, counts, W)
     timeline = ps_timeline.gather(comm, out, W)
     rec: dict[str, Any] = {
@@ -207,12 +209,13 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
         "global_batch": world.global_batch, "steps": int(max(steps_by_worker)),
         "steps_timed": int(n_timed // W),
         "samples_per_sec": cfg.batch_size * n_timed / wall if wall > 0 else float("nan"),
-        "step_time_median_s": float(wk[:, 9].mean()), "step_time_p90_s": float(wk[:, 9].max()),
+        "step_time_median_s": float(wk[:, 9].mean()) if n_timed else nan,
+        "step_time_p90_s": float(wk[:, 9].max()) if n_timed else nan,
         "step_time_mean_s": per(step), "compute_s": per(compute), "comm_s": per(exposed),
         "comm_exposed_s": per(exposed), "comm_total_s": per(total), "optimizer_s": 0.0,
-        "other_s": per(step - compute - exposed), "compute_share": compute / step if step else 0,
-        "comm_share": exposed / step if step else 0, "optimizer_share": 0.0,
-        "other_share": (step - compute - exposed) / step if step else 0,
+        "other_s": per(step - compute - exposed), "compute_share": share(compute),
+        "comm_share": share(exposed), "optimizer_share": share(0.0),
+        "other_share": share(step - compute - exposed),
         "step_times_s": timeline.step_series(_mode(cfg), skip),
         "steps_by_worker": steps_by_worker, **srv,
         "overlap": False, "accumulate": 1, "buckets": 1, "allreduce_calls_per_step": 1,
@@ -222,7 +225,7 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     }
     st = role.stats
     traffic = metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv]))
-    rounds = max(sum(steps_by_worker) // W, 1)  # a round: W pushes, one global batch
+    rounds = sum(steps_by_worker) // W  # a round: W pushes, one global batch
     rec.update(_traffic(traffic, rounds))
     losses = out["losses"] if out else np.zeros(0)
     rec.update(_scores(cfg, world, job, losses, len(losses)))

@@ -126,6 +126,9 @@ def test_sync_checkpoint_resume_is_bitwise(tmp_path):
     rest = _run_json(5, tmp_path, "rest", *ps, "--steps", "20", "--checkpoint", ck, "--resume")
     assert rest["resumed_from_step"] == 10 and rest["steps_by_worker"] == [10, 10, 10]
     assert rest["param_crc32"] == whole["param_crc32"], (rest, whole)
+    done = _run_json(5, tmp_path, "done", *ps, "--steps", "20", "--checkpoint", ck, "--resume")
+    assert done["steps_by_worker"] == [0, 0, 0] and done["param_crc32"] == whole["param_crc32"]
+    assert done["samples_per_sec"] is None and done["step_time_median_s"] is None  # "-", not 0
 
 
 def test_ring_checkpoint_resumes_as_ps_sync(tmp_path):
