@@ -32,9 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LookAheadMomentum", "RULES"]
+__all__ = ["LookAheadMomentum"]
 
-RULES = ("lookahead", "shared")  # --ps-momentum: DANA look-ahead | the loop's one velocity
 RESUM = 256
 
 

@@ -103,6 +103,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _validate(self)
 
+    @property
+    def ps_algorithm(self) -> str | None:
+        """The parameter-server algorithm run: ``ps_mode``, except that ssp with S = 0 is sync."""
+        return "sync" if self.ps_mode == "ssp" and self.staleness == 0 else self.ps_mode
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
         """Build the config from parsed flags (flag names = field names)."""
@@ -200,8 +205,7 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
             bad(f"--ps-mode must be sync, async or ssp, got {cfg.ps_mode!r}")
         if cfg.strategy != "ps":
             bad(f"--ps-mode needs --strategy ps, got {cfg.strategy!r}")
-        if (cfg.checkpoint or cfg.resume) and not (cfg.ps_mode == "sync" or (
-                cfg.ps_mode == "ssp" and cfg.staleness == 0)):
+        if (cfg.checkpoint or cfg.resume) and cfg.ps_algorithm != "sync":
             bad(f"--ps-mode {cfg.ps_mode}: checkpoint/resume covers sync runs only (async and "
                 "ssp workers stop at different steps with different data positions, and the "
                 "look-ahead rule keeps a velocity per worker: no consistent cut to save); use "

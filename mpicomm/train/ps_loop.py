@@ -65,7 +65,7 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
 
     ``keep``: when given, a worker stores its final parameters under "params".
     """
-    label, mode = f"ps:{cfg.ps_mode}", _mode(cfg)
+    label, mode = f"ps:{cfg.ps_mode}", cfg.ps_algorithm
     try:
         lay = layout(comm.Get_size(), cfg.servers, num_params(cfg.layers))   # 1.
     except L.ConfigError as exc:  # the same on every rank, before any message
@@ -96,11 +96,6 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
         keep["params"] = job.model.params.copy()
     role.close()
     return record
-
-
-def _mode(cfg: Any) -> str:
-    """The algorithm run: ``ssp`` with S = 0 is ``sync``."""
-    return "sync" if cfg.ps_mode == "ssp" and cfg.staleness == 0 else cfg.ps_mode
 
 
 def _set_up(cfg: Any, world: Any, role: _Role) -> Any:
@@ -182,7 +177,7 @@ def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str
 
 def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, counts: dict | None,
             label: str) -> dict:
-    comm, W = world.comm, world.workers
+    comm, W, mode = world.comm, world.workers, cfg.ps_algorithm
     size = comm.Get_size()
     times = out["times"] if out else np.zeros((0, len(L.TIME_COLUMNS)))
     skip = min(5, len(times) // 5)
@@ -203,7 +198,7 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     rec: dict[str, Any] = {
         "strategy": label, "ranks": size, "workers": W, "ps_mode": cfg.ps_mode,
         "staleness_bound": cfg.staleness if cfg.ps_mode == "ssp" else None,
-        "ps_momentum": None if _mode(cfg) == "sync" else cfg.ps_momentum,
+        "ps_momentum": None if mode == "sync" else cfg.ps_momentum,
         "params": num_params(cfg.layers),
         "grad_bytes": num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize,
         "global_batch": world.global_batch, "steps": int(max(steps_by_worker)),
@@ -216,7 +211,7 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
         "other_s": per(step - compute - exposed), "compute_share": share(compute),
         "comm_share": share(exposed), "optimizer_share": share(0.0),
         "other_share": share(step - compute - exposed),
-        "step_times_s": timeline.step_series(_mode(cfg), skip),
+        "step_times_s": timeline.step_series(mode, skip),
         "steps_by_worker": steps_by_worker, **srv,
         "overlap": False, "accumulate": 1, "buckets": 1, "allreduce_calls_per_step": 1,
         "baseline_samples_per_sec": None, "scaling_efficiency": None,
@@ -230,12 +225,12 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     losses = out["losses"] if out else np.zeros(0)
     rec.update(_scores(cfg, world, job, losses, len(losses)))
     step_s = out["times"][:, 0] if out else np.zeros(0)
-    if _mode(cfg) == "sync":
+    if mode == "sync":
         rec.update(history(comm, losses, step_s, world.is_worker))
     else:  # workers' steps are not simultaneous: windows of W pushes in time order
         rec.update(timeline.history())
     rec.update(slow_rank.report(comm, *role.stall_channel.take_log(), world.is_worker,
-                                others_wait=_mode(cfg) != "async"))
+                                others_wait=mode != "async"))
     return rec
 
 
