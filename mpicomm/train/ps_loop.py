@@ -36,7 +36,7 @@ from mpicomm.train import loop as L
 from mpicomm.train import metrics, ps_timeline, slow_rank
 from mpicomm.train.model import MLP, num_params
 from mpicomm.train.straggle import Delays
-from mpicomm.train.summary import _scores, _traffic, history
+from mpicomm.train.summary import _scores, _traffic, history, warm_steps
 
 __all__ = ["run_ps_training"]
 
@@ -180,7 +180,7 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
     comm, W, mode = world.comm, world.workers, cfg.ps_algorithm
     size = comm.Get_size()
     times = out["times"] if out else np.zeros((0, len(L.TIME_COLUMNS)))
-    skip = min(5, len(times) // 5)
+    skip = warm_steps(len(times))
     timed = times[skip:]
     row = np.array([float(out is not None), len(times), len(timed), timed[:, 0].sum(),
                     *timed.sum(axis=0), np.median(timed[:, 0]) if len(timed) else 0.0])
@@ -211,7 +211,7 @@ def _record(cfg: Any, world: Any, job: Any, role: _Role, out: dict | None, count
         "other_s": per(step - compute - exposed), "compute_share": share(compute),
         "comm_share": share(exposed), "optimizer_share": share(0.0),
         "other_share": share(step - compute - exposed),
-        "step_times_s": timeline.step_series(mode, skip),
+        "step_times_s": timeline.step_series(mode),
         "steps_by_worker": steps_by_worker, **srv,
         "overlap": False, "accumulate": 1, "buckets": 1, "allreduce_calls_per_step": 1,
         "baseline_samples_per_sec": None, "scaling_efficiency": None,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.train.summary import HISTORY_POINTS
+from mpicomm.train.summary import HISTORY_POINTS, warm_steps
 
 __all__ = ["Timeline", "gather"]
 
@@ -30,19 +30,21 @@ class Timeline:
         self.losses = (np.concatenate([p[1] for p in self.parts])[order] if self.parts
                        else np.zeros(0))
 
-    def step_series(self, mode: str, skip: int) -> list[float]:
-        """Seconds per global batch, the verdict's sample (the first ``skip`` steps dropped).
+    def step_series(self, mode: str) -> list[float]:
+        """Seconds per global batch, the verdict's sample, without each worker's warm steps.
 
         sync: each step's mean over workers, as the allreduce loop. async/ssp: the
         length of each window of W merged pushes. Single gaps would not do: ssp
         releases workers in bursts, so their median is ~0.
         """
+        if not self.parts:
+            return []
         if mode == "sync":
-            rows = [p[2][skip:] for p in self.parts]
-            n = min((len(r) for r in rows), default=0)
+            rows = [p[2][warm_steps(len(p[2])) :] for p in self.parts]
+            n = min(len(r) for r in rows)
             return np.mean([r[:n] for r in rows], axis=0).tolist() if n else []
-        timed = np.sort(np.concatenate([p[0][skip:] for p in self.parts])) if self.parts else []
-        return np.diff(timed[:: self.W]).tolist() if len(timed) else []
+        timed = np.sort(np.concatenate([p[0][warm_steps(len(p[0])) :] for p in self.parts]))
+        return np.diff(timed[:: self.W]).tolist()
 
     def history(self) -> dict[str, list]:
         """Loss per window of W pushes against the window's end (async/ssp loss history)."""

@@ -21,14 +21,19 @@ from mpicomm.engine import plan_buckets
 from mpicomm.train import metrics
 from mpicomm.train.model import layer_tensors, num_params
 
-__all__ = ["summarize"]
+__all__ = ["summarize", "warm_steps"]
+
+
+def warm_steps(n: int) -> int:
+    """Steps left out of the timing at the start of ``n``: they warm caches and check buffers."""
+    return min(5, n // 5)
 
 
 def summarize(cfg: Any, world: Any, job: Any, out: dict, baseline_sps: float | None) -> dict:
     """Return the run's record (the same on every rank)."""
     comm, P, n_run = world.comm, world.workers, out["n_run"]
     times = out["times"]
-    skip = min(5, n_run // 5)  # the first steps warm caches and check buffer agreement
+    skip = warm_steps(n_run)
     timed = times[skip:] if world.is_worker else np.zeros((n_run - skip, times.shape[1]))
     # step time of step i: the mean over workers (their step boundaries are rank-local, so a
     # per-step max would add up every rank's jitter and exceed the wall time)
