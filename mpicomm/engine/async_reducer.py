@@ -26,8 +26,9 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-import time
 from typing import Any
+
+from mpicomm.core import clock
 
 __all__ = ["AsyncReducer", "Work", "CommThreadError", "require_thread_multiple"]
 
@@ -142,7 +143,7 @@ class AsyncReducer:
         self.close()
 
     def _serve(self) -> None:
-        perf = time.perf_counter
+        perf = clock.now
         while True:
             work = self._queue.get()
             if work is None:

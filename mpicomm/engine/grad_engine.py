@@ -32,11 +32,10 @@ plus the last bucket's reduction.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from mpicomm.core import trace
+from mpicomm.core import clock, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine.async_reducer import AsyncReducer, Work
 from mpicomm.engine.buckets import Bucket, plan_buckets
@@ -87,7 +86,7 @@ class GradEngine:
     def backward(self, layers: Iterator[int], *, last: bool = True) -> None:
         """Run one micro-batch's backward (``model.backward()``); on the last one, send buckets."""
         rec = trace.active()
-        perf = time.perf_counter
+        perf = clock.now
         t = perf()
         if not last:  # 1. accumulate, no message
             for i in layers:
@@ -117,7 +116,7 @@ class GradEngine:
     def reduced(self) -> Iterator[Bucket]:
         """Yield each bucket once reduced, in send order (3.); the wait is exposed comm."""
         rec = trace.active()
-        perf = time.perf_counter
+        perf = clock.now
         for k, bucket in enumerate(self.buckets):
             t0 = perf()
             if self._async is not None:
@@ -165,6 +164,6 @@ class GradEngine:
 
 
 def _layer_event(rec: Any, layer: int, t: float) -> float:
-    now = time.perf_counter()
+    now = clock.now()
     rec.complete(f"backward layer {layer}", "backward", t, now, thread="training")
     return now

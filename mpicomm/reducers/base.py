@@ -29,12 +29,12 @@ composes its two algorithms).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.core import clock
 from mpicomm.core.backend import (
     HostStage,
     check_buffer,
@@ -121,7 +121,7 @@ class Reducer:
         Returns:
             ``buf``, now holding the reduction.
         """
-        t0 = time.perf_counter()
+        t0 = clock.now()
         if self._closed:
             raise RuntimeError(f"{self.name}: this reducer is closed")
         ch = self.stall_channel
@@ -159,7 +159,7 @@ class Reducer:
             self._allreduce(flat, scale)
         else:
             self._allreduce_device(flat, scale)
-        self.stats.add(time.perf_counter() - t0)
+        self.stats.add(clock.now() - t0)
         return buf
 
     def allreduce_flat(self, flat: Any, scale: float | None = None) -> None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mpicomm.codecs import make_reducer
+from mpicomm.core import clock
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
@@ -246,7 +246,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: GradEngine | N
               cfg.weight_decay)
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     window = cfg.trace_window()
-    perf = time.perf_counter
+    perf = clock.now
     t0 = perf()
     for i in range(n_run):
         step = job.start_step + i
@@ -281,7 +281,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: GradEngine | N
 def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine,
                       rec: Any) -> tuple[float, float]:
     """Run the step's micro-batches; return (summed mean loss / K, compute seconds)."""
-    perf = time.perf_counter
+    perf = clock.now
     loss, compute, K = 0.0, 0.0, cfg.accumulate
     for k in range(K):
         xb, yb = job.shard.next()

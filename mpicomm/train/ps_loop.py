@@ -21,12 +21,12 @@ rule (``loop.SGD``) to it; the other ranks are workers. Steps:
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from mpicomm.core import clock
 from mpicomm.core.topology import node_map
 from mpicomm.p2p import make_transport, stall
 from mpicomm.ps import PSServer, PSWorker, layout
@@ -147,7 +147,7 @@ def _work(cfg: Any, world: Any, job: Any, role: _Role, transport: Any, mode: str
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     n_max = max(limit - start, 0)
     times, losses, ends = np.zeros((n_max, len(L.TIME_COLUMNS))), np.zeros(n_max), np.zeros(n_max)
-    perf = time.perf_counter
+    perf = clock.now
     origin, n, saving = perf(), 0, 0.0
     for step in range(start, limit):
         i = step - start

@@ -24,10 +24,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import time
 from typing import Any
 
-from mpicomm.core import trace
+from mpicomm.core import clock, trace
 
 __all__ = ["TraceFile"]
 
@@ -59,7 +58,7 @@ class TraceFile:
             with open(path, "w") as f:
                 f.write("[\n" + json.dumps(_meta("process_name", 0, 0, "rank 0")) + "\n]\n")
         comm.Barrier()
-        t_zero = time.perf_counter()
+        t_zero = clock.now()
         rec = trace.Recorder(enabled=False)
         session = _OPEN[path] = cls(path, rank, t_zero, rec)
         trace.set_active(rec)
