@@ -140,3 +140,107 @@ def test_ps_over_interfaces_by_hand():
     params = ModelParams(intra, inter, intra.sizes, [1e-10] * len(intra.sizes), 2, 2)
     assert predict("ps", 4, 16 * (1 << 20), params, {"ranks_per_node": 2}) > predict(
         "ring", 4, 16 * (1 << 20), params)
+
+
+# ----------------------------------------------------------- the cluster model (issue 18)
+AI, BI, AE, BE = 1e-6, 1e-11, 10e-6, 1e-10  # NVLink-like and NIC-like (α, β)
+NN = 64e6
+
+
+def test_multichannel_ring_by_hand():
+    from mpicomm.costmodel import multichannel_ring_time
+
+    # 16 ranks as 2 x 8: 2·14 intra + 2·1 inter hops; K = 1: one NIC paces the bytes
+    lat = 28 * AI + 2 * AE
+    one = lat + 2 * 15 / 16 * NN * BE
+    assert multichannel_ring_time(16, NN, 2, (AI, BI), (AE, BE), G / 100) == pytest.approx(one)
+    # K = 8 over 8 NICs: each NIC carries 1/8 (1.25e-11 > β_intra); K = 8 over 2 NICs: 1/2
+    k8 = lat + 2 * 15 / 16 * NN * BE / 8
+    assert multichannel_ring_time(16, NN, 2, (AI, BI), (AE, BE), G / 100, 8, 8) == \
+        pytest.approx(k8)
+    assert multichannel_ring_time(16, NN, 2, (AI, BI), (AE, BE), G / 100, 8, 2) == \
+        pytest.approx(lat + 2 * 15 / 16 * NN * BE / 2)
+    # the add overlaps: a γ slower than the link paces the reduce-scatter half only
+    slow = 1e-9
+    assert multichannel_ring_time(8, NN, 1, (AI, BI), (AE, BE), slow) == pytest.approx(
+        14 * AI + 7 / 8 * NN * (slow + BI))
+
+
+def test_tree_by_hand():
+    from mpicomm.costmodel import tree_time
+    from mpicomm.costmodel.cluster_formulas import tree_inter_factor
+
+    assert [tree_inter_factor(m) for m in (1, 2, 3, 128)] == [0, 1, 2, 2]
+    # 2 nodes x 8, 8 NICs: 2(7 α_i + 1 α_e); chain 2N·β_i = 1.28e-3 against N·β_e/8 = 8e-4
+    assert tree_time(16, NN, 8, 2, (AI, BI), (AE, BE), 1e-12, nics=8) == pytest.approx(
+        2 * (7 * AI + AE) + 2 * NN * BI)
+    # 128 nodes: lg 128 = 7 inter levels; both trees put 2N on a node's 8 NICs: 1.6e-3
+    t = tree_time(1024, NN, 8, 128, (AI, BI), (AE, BE), 1e-12, nics=8, alpha_call=5e-6)
+    assert t == pytest.approx(5e-6 + 2 * (7 * AI + 7 * AE) + 2 * NN * BE / 8)
+    # latency grows with lg m, the ring's with m: at 1,024 ranks and 8 bytes the tree wins
+    from mpicomm.costmodel import multichannel_ring_time
+
+    assert t - 2 * NN * BE / 8 < multichannel_ring_time(1024, 8, 128, (AI, BI), (AE, BE), 0)
+
+
+def test_pipelined_hierarchical_by_hand():
+    from mpicomm.costmodel import hierarchical_pipelined_time
+
+    lat = 2 * 7 * AI + 2 * 3 * AE
+    inside, across = 2 * 7 / 8 * NN * BI, 2 * 3 / 4 * NN / 8 * BE
+    # 4 nodes x 8, 8 NICs: the phases overlap, the slower paces (serial would add them)
+    t = hierarchical_pipelined_time(NN, 8, 4, (AI, BI), (AE, BE), 1e-12, nics=8)
+    assert t == pytest.approx(lat + max(inside, across))
+    assert t < lat + inside + across
+    # one NIC for 8 ranks: the 8 inter rings share it
+    assert hierarchical_pipelined_time(NN, 8, 4, (AI, BI), (AE, BE), 1e-12, nics=1) == \
+        pytest.approx(lat + max(inside, 8 * across))
+    # leader: a pipelined chain in the node, the leaders' ring on the whole N through one NIC
+    assert hierarchical_pipelined_time(NN, 8, 4, (AI, BI), (AE, BE), 1e-12, 8, 0.0, "leader") \
+        == pytest.approx(lat + max(2 * NN * BI, 2 * 3 / 4 * NN * BE))
+
+
+def test_switch_tree_by_hand():
+    from mpicomm.costmodel import switch_tree_time
+
+    switch = (25e-6, 1 / 275e9)
+    # one node: α_s + N/275 GB/s; two nodes: + 2 α_e, and each NIC swaps N/8 at β_e, which
+    # (8e-4 s) is slower than the switch (2.3e-4 s) and paces; 4 nodes: 2N over the NICs
+    assert switch_tree_time(NN, 8, 1, switch, (AE, BE)) == pytest.approx(25e-6 + NN / 275e9)
+    assert switch_tree_time(NN, 8, 2, switch, (AE, BE), 8, 6e-6) == pytest.approx(
+        6e-6 + 25e-6 + 2 * AE + NN * BE / 8)
+    assert switch_tree_time(NN, 8, 4, switch, (AE, BE), 8) == pytest.approx(
+        25e-6 + 4 * AE + 2 * NN * BE / 8)
+
+
+def test_ps_full_duplex_by_hand():
+    from mpicomm.costmodel import ps_duplex_time
+
+    # one server, 16 ranks: 15 pushes in and 15 answers out at once: 15(α + Nβ)
+    assert ps_duplex_time(16, NN, AE, BE, 1e-12) == pytest.approx(15 * (AE + NN * BE))
+    assert ps_duplex_time(16, NN, AE, BE, 1e-12) == pytest.approx(
+        ps_time(16, NN, AE, BE, 0) / 2)  # half the half-duplex host formula without γ
+    # S = p: the ring's 2(p-1)/p·Nβ; dedicated 4 servers for 12 workers: 12 messages of N/4
+    assert ps_duplex_time(16, NN, AE, BE, 1e-12, servers=16) == pytest.approx(
+        30 * AE + 2 * 15 / 16 * NN * BE)
+    assert ps_duplex_time(16, NN, AE, BE, 1e-12, servers=4, dedicated=True) == pytest.approx(
+        12 * AE + 12 * NN / 4 * BE)
+
+
+def test_cluster_links_for_the_virtual_clock():
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.costmodel import Cluster, Link
+    from mpicomm.costmodel.profiles import CLUSTERS, cluster
+
+    c = cluster("dgx-h100-ib400")
+    alpha, beta = c.link("inter")
+    assert alpha == pytest.approx(5e-6) and beta == pytest.approx(1 / (50e9 * 47 / 50))
+    assert c.link("intra")[1] == pytest.approx(1 / 370e9) and c.nics_per_node == 8
+    with pytest.raises(ConfigError, match="link class"):
+        c.link("pcie")
+    with pytest.raises(ConfigError, match="efficiency"):
+        Link(1e-6, 1e9, 1.5)
+    with pytest.raises(ConfigError, match="NICs per node"):
+        Cluster("x", 8, Link(0, 1e9), Link(0, 1e9), 0.0, 0)
+    for name, prof in CLUSTERS.items():
+        assert prof.source and prof.intra.source and prof.inter.source, name

@@ -4,20 +4,21 @@
     python -m mpicomm model --predict --ranks 8,64,1024 --inter-link 5us,25GB/s \\
         --intra-link 2us,300GB/s --ranks-per-node 8 -b 64M -e 64M --compute-ms 120 --json out.json
 
-No MPI traffic: the α-β-γ formulas of ``mpicomm.costmodel.formulas`` evaluated for
-a cluster that is not here. Per rank count p, gradient size n and strategy:
+No MPI traffic: formulas evaluated for a cluster that is not here. Per rank count p,
+gradient size n and strategy:
 
-1. links: a named profile (``mpicomm.bench.profiles``), explicit ``--inter-link`` /
-   ``--intra-link`` ("α,bandwidth", e.g. "5us,25GB/s"), or ``this-machine`` (measured);
-2. layout: L = min(ranks per node, p) ranks per node, m = ⌈p/L⌉ nodes; a flat
-   algorithm's steps cross the inter-node link when m > 1 (the slowest link paces it);
-3. NIC sharing: when L ranks share fewer NICs and all of them cross at once
-   (hierarchical reduce-scatter, recursive doubling, ps with S > 1), each gets
-   nics/L of a NIC: β_inter × L/nics. A flat ring crosses each node boundary with
-   one flow, the leader variant with one leader, a single server through its own NIC;
-4. t = ``formulas.predict``; the latency part is the same formula with β = γ = 0;
-5. busbw = n/t × 2(p-1)/p; step = compute + t (no overlap), ``overlap`` bound max(compute, t);
-   weak-scaling efficiency = compute / step.
+1. cluster: a named profile (``mpicomm.costmodel.profiles``: links with efficiencies,
+   per-call α, NICs per node, a reducing switch), explicit ``--inter-link`` /
+   ``--intra-link`` ("α,bandwidth", e.g. "5us,25GB/s", at line rate), or ``this-machine``
+   (α, β(m), γ(m) measured here);
+2. layout: L = min(ranks per node, p) ranks per node, m = ⌈p/L⌉ nodes;
+3. t = ``costmodel.cluster_predict.cluster_time`` for a cluster (pipelined formulas, NIC
+   sharing per strategy, see there), ``costmodel.formulas.predict`` for measured params
+   (step-by-step, as this host runs them); the latency part is the same formula at n = 0
+   (cluster) or with β = γ = 0 (measured);
+4. busbw = n/t × 2(p-1)/p; step = compute + t (no overlap), ``overlap`` bound max(compute, t);
+   weak-scaling efficiency = compute / step;
+5. ``summary``: the fastest strategy per (p, n), printed under the table.
 """
 
 from __future__ import annotations
@@ -26,15 +27,23 @@ import argparse
 import dataclasses
 import sys
 
-from mpicomm.bench.profiles import MEASURED, Level, Profile, calibrate, measured_params, profile
+from mpicomm.bench.profiles import (
+    MEASURED,
+    PROFILES,
+    Level,
+    Profile,
+    calibrate,
+    measured_params,
+    profile,
+)
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import parse_link
-from mpicomm.costmodel.formulas import LinkModel, ModelParams, predict
+from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.cluster_predict import cluster_time, layout
+from mpicomm.costmodel.formulas import ModelParams, predict
 
 __all__ = ["add_arguments", "run_predict", "predict_rows", "default_variants", "Variant",
-           "format_rows", "busbw_factor"]
-
-_SPAN = 1 << 40  # β and γ of a fixed profile hold at every size
+           "format_rows", "busbw_factor", "summary", "format_summary"]
 
 
 def _parse_link(text: str) -> Level:
@@ -81,7 +90,7 @@ class Variant:
     label: str
     strategy: str
     options: dict
-    shares_nics: bool  # do all L ranks of a node cross the inter link at once?
+    shares_nics: bool = False  # informational: the cluster model decides NIC sharing itself
 
     def options_at(self, p: int) -> dict:
         o = dict(self.options)
@@ -91,14 +100,20 @@ class Variant:
 
 
 def default_variants() -> list[Variant]:
-    """Every strategy, ps with one server and with S = p, hierarchical both variants."""
+    """Every strategy: the ring with one channel and one per NIC, the tree, hierarchical
+    (both variants, and over a reducing switch where the cluster has one), ps with one server
+    and with S = p. A variant without a formula for a source is left out of its rows."""
     return [
         Variant("native", "native", {}, True),
         Variant("ring", "ring", {}, False),
+        Variant("ring(channels=nics)", "ring", {"channels": "nics"}, False),
+        Variant("tree", "tree", {}, False),
         Variant("recursive_doubling", "recursive_doubling", {}, True),
         Variant("auto", "auto", {}, True),
         Variant("hierarchical", "hierarchical", {"variant": "reduce_scatter"}, True),
         Variant("hierarchical(leader)", "hierarchical", {"variant": "leader"}, False),
+        Variant("hierarchical(nvls)", "hierarchical", {"variant": "reduce_scatter",
+                                                       "in_network": True}, False),
         Variant("ps(S=1)", "ps", {"servers": 1}, False),
         Variant("ps(S=p)", "ps", {"servers": "p"}, True),
     ]
@@ -114,28 +129,15 @@ def _chosen_variants(args: argparse.Namespace) -> list[Variant]:
     if bad or not names:
         raise ConfigError(f"unknown strategy {', '.join(map(repr, bad)) or '(none)'}; valid "
                           f"strategies: {', '.join(strategies())}")
-    opts = {"servers": args.servers, "dedicated": args.dedicated, "variant": args.variant}
+    opts = {"servers": args.servers, "dedicated": args.dedicated, "variant": args.variant,
+            "channels": getattr(args, "channels", None)}
     return [Variant(n, n, opts, not (n == "ring" or (n == "ps" and args.servers == 1)
                                      or (n == "hierarchical" and args.variant == "leader")))
             for n in names]
 
 
 # ---------------------------------------------------------------- params
-def _fixed_link(level: Level, share: float = 1.0, bytes_too: bool = True) -> LinkModel:
-    b = level.beta * share if bytes_too else 0.0
-    return LinkModel(level.alpha_s, [1, _SPAN], [b, b], b, None, [b, b], level.alpha_s, b)
-
-
-def _profile_params(prof: Profile, p: int, share: bool, bytes_too: bool = True) -> ModelParams:
-    local = max(1, min(prof.ranks_per_node, p))
-    factor = max(1.0, local / prof.nics_per_node) if share and p > local else 1.0
-    g = prof.gamma_s_per_byte if bytes_too else 0.0
-    return ModelParams(_fixed_link(prof.intra, 1.0, bytes_too),
-                       _fixed_link(prof.inter, factor, bytes_too),
-                       [1, _SPAN], [g, g], -(-p // local), local)
-
-
-def _zero_bytes(link: LinkModel) -> LinkModel:
+def _zero_bytes(link):
     z = [0.0] * len(link.sizes)
     return dataclasses.replace(link, beta=z, beta_x=z, beta_fit=0.0, beta_x_fit=0.0)
 
@@ -154,13 +156,13 @@ def busbw_factor(p: int) -> float:
     return 2 * (p - 1) / p if p > 1 else 1.0
 
 
-def predict_rows(source: Profile | ModelParams, ranks: list[int], sizes: list[int],
+def predict_rows(source: Cluster | ModelParams, ranks: list[int], sizes: list[int],
                  variants: list[Variant] | None = None, compute_s: float = 0.0,
                  ranks_per_node: int | None = None) -> list[dict]:
     """Predicted rows for every rank count, size and strategy variant; pure (no MPI).
 
     Args:
-        source: a ``Profile`` (fixed α, bandwidth, γ) or measured ``ModelParams``.
+        source: a ``Cluster`` (a named profile or explicit links) or measured ``ModelParams``.
         ranks, sizes: rank counts p and gradient sizes n in bytes.
         compute_s: compute time of one step (for step time and efficiency).
         ranks_per_node: measured params only: L (default: the file's layout).
@@ -170,27 +172,58 @@ def predict_rows(source: Profile | ModelParams, ranks: list[int], sizes: list[in
         for n in sizes:
             for v in variants or default_variants():
                 opts = v.options_at(p)
-                if isinstance(source, Profile):
-                    full, lat = (_profile_params(source, p, v.shares_nics, b)
-                                 for b in (True, False))
+                if isinstance(source, Cluster):
+                    local, nodes = layout(p, source, opts)
+                    t = cluster_time(v.strategy, p, n, source, opts)
+                    t_lat = cluster_time(v.strategy, p, 0, source, opts)
                 else:
                     rpn = ranks_per_node or source.local_size
                     full, lat = (_measured_at(source, p, rpn, b) for b in (True, False))
-                opts.setdefault("ranks_per_node", full.local_size)
-                t = predict(v.strategy, p, n, full, opts)
-                t_lat = predict(v.strategy, p, n, lat, opts)
+                    local, nodes = full.local_size, full.num_nodes
+                    opts.setdefault("ranks_per_node", local)
+                    t = predict(v.strategy, p, n, full, opts)
+                    t_lat = predict(v.strategy, p, n, lat, opts)
                 if t is None:
                     continue
-                rows.append(_row(v.label, p, n, full, t, t_lat or 0.0, compute_s))
+                rows.append(_row(v.label, p, n, nodes, local, t, t_lat or 0.0, compute_s))
     return rows
 
 
-def _row(label: str, p: int, n: int, params: ModelParams, t: float, t_lat: float,
+def summary(rows: list[dict]) -> list[dict]:
+    """The fastest strategy per (ranks, bytes): its row, and the runner-up's label and ratio."""
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["ranks"], r["bytes"]), []).append(r)
+    out = []
+    for (p, n), group in sorted(groups.items()):
+        ranked = sorted(group, key=lambda r: r["predicted_us"])
+        best = ranked[0]
+        second = ranked[1] if len(ranked) > 1 else None
+        out.append({"ranks": p, "bytes": n, "strategy": best["strategy"],
+                    "predicted_us": best["predicted_us"], "busbw_gbps": best["busbw_gbps"],
+                    "runner_up": second["strategy"] if second else None,
+                    "runner_up_ratio": (second["predicted_us"] / best["predicted_us"]
+                                        if second and best["predicted_us"] > 0 else None)})
+    return out
+
+
+def format_summary(best: list[dict]) -> str:
+    """One line per (ranks, bytes): the fastest strategy, its time, and by how much it wins."""
+    lines = ["# fastest predicted strategy per (ranks, size):"]
+    for b in best:
+        runner = (f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower"
+                  if b["runner_up"] else "")
+        lines.append(f"#   {b['ranks']:>6} ranks {b['bytes']:>11} B: {b['strategy']} "
+                     f"{_fmt_time(b['predicted_us'])}{runner}")
+    return "\n".join(lines)
+
+
+def _row(label: str, p: int, n: int, nodes: int, local: int, t: float, t_lat: float,
          compute_s: float) -> dict:
     algbw = n / t / 1e9 if t > 0 else None
     step = compute_s + t
-    return {"strategy": label, "ranks": p, "nodes": params.num_nodes,
-            "ranks_per_node": params.local_size, "bytes": n,
+    return {"strategy": label, "ranks": p, "nodes": nodes,
+            "ranks_per_node": local, "bytes": n,
             "predicted_us": t * 1e6, "latency_us": t_lat * 1e6,
             "bandwidth_us": max(t - t_lat, 0.0) * 1e6,
             "algbw_gbps": algbw, "busbw_gbps": None if algbw is None else algbw * busbw_factor(p),
@@ -208,8 +241,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ranks", type=_parse_ranks, default=[8, 64, 1024],
                    help="rank counts to predict, e.g. 8,64,1024 (default)")
     g.add_argument("--profile", default=None,
-                   help="cluster profile: dgx-h100-ib400, dgx-h100-ib200, ethernet-25g, "
-                        "this-machine (default dgx-h100-ib400 unless --inter-link is given)")
+                   help=f"cluster profile: {', '.join(PROFILES)}, this-machine (default "
+                        "dgx-h100-ib400 unless --inter-link is given)")
     known = p._option_string_actions  # the emulated-link flags may come with the bench flags
     for flag, what in (("--inter-link", "inter-node"), ("--intra-link", "intra-node")):
         if flag not in known:
@@ -269,20 +302,26 @@ def run_predict(args: argparse.Namespace) -> int:
     if isinstance(source, Profile):
         print(f"# intra {_fmt_level(source.intra)}, inter {_fmt_level(source.inter)} "
               f"({source.nics_per_node} NIC(s)/node), {source.ranks_per_node} ranks/node, "
-              f"1/gamma {1e-9 / source.gamma_s_per_byte:.0f} GB/s")
+              f"1/gamma {1e-9 / source.gamma_s_per_byte:.0f} GB/s, per-call alpha "
+              f"{source.alpha_call_s * 1e6:g} us"
+              + (f", reducing switch {_fmt_level(source.in_network)}" if source.in_network
+                 else ""))
     print(format_rows(rows))
+    best = summary(rows)
+    print(format_summary(best))
     meta = {"command": "predict", "argv": sys.argv, "described": described,
             "profile": (dataclasses.asdict(source) if isinstance(source, Profile)
                         else {"name": MEASURED, "params": dataclasses.asdict(source)}),
             "ranks": args.ranks, "sizes": sizes, "compute_ms": args.compute_ms,
-            "strategies": [v.label for v in variants]}
+            "strategies": [v.label for v in variants], "summary": best}
     if args.json:
         write_records(rows, meta, args.json, getattr(args, "csv", None))
     return 0
 
 
 def _fmt_level(level: Level) -> str:
-    return f"alpha {level.alpha_s * 1e6:g} us, {level.bytes_per_s / 1e9:g} GB/s"
+    eff = "" if level.efficiency == 1 else f" x {level.efficiency:.2f} achieved"
+    return f"alpha {level.alpha_s * 1e6:g} us, {level.bytes_per_s / 1e9:g} GB/s{eff}"
 
 
 def _fmt_time(us: float) -> str:

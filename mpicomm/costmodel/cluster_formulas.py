@@ -1,0 +1,204 @@
+"""Pipelined α-β-γ formulas for a cluster of nodes (NVLink inside, NICs between).
+
+Pure functions, checked by hand in ``tests/test_costmodel.py``. ``formulas.py`` keeps the
+step-by-step forms a host run measures (one MPI exchange per step, phases one after the
+other); these are the forms for GPU clusters, where NCCL-style implementations stream a
+message in chunks, so a collective's phases and hops overlap. Symbols: p ranks, L ranks per
+node, m = ⌈p/L⌉ nodes, n bytes, c NICs per node, K channels (rings side by side), (αi, βi)
+of a rank's intra-node link, (αe, βe) of ONE NIC, γ seconds per byte to add, α0 the per-call
+base latency. β already includes the link's efficiency (``cluster.Link.beta``).
+
+Four facts used throughout:
+
+1. Latency along a path, not per step at the slowest link. A chunk of a ring crosses
+   2(p−1) hops; between nodes only 2(m−1) of them (a ring visits a node's L ranks in a row).
+   The ring's latency is 2(p−m)·αi + 2(m−1)·αe — NCCL's own tuning model
+   (src/graph/tuning.cc: ``(nsteps-nInterSteps)*intraLat + nInterSteps*interLat``).
+2. Pipelining: a message moves in chunks, so phases and the add overlap; the bandwidth
+   term of a pipelined algorithm is the slowest phase's (max), not the sum, and a byte that
+   is received and added costs max(β, γ), not β + γ.
+3. Channels: K rings over K slices of n, rotated so each crosses a node boundary at a
+   different rank, spread the crossing over min(K, c) NICs.
+4. Full duplex: a link sends and receives at once, so a server's incoming pushes and
+   outgoing answers share no bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["ring_latency", "multichannel_ring_time", "tree_time", "tree_inter_factor",
+           "hierarchical_pipelined_time", "switch_tree_time", "ps_duplex_time",
+           "recursive_doubling_cluster_time", "rabenseifner_cluster_time"]
+
+
+def ring_latency(p: int, nodes: int, alpha_intra: float, alpha_inter: float) -> float:
+    """2(p−m)·αi + 2(m−1)·αe: a ring's 2(p−1) hops, of which 2(m−1) cross nodes (fact 1)."""
+    if p <= 1:
+        return 0.0
+    m = max(1, min(nodes, p))
+    return 2 * (p - m) * alpha_intra + 2 * (m - 1) * alpha_inter
+
+
+def _reduce_bcast(bytes_: float, beta: float, gamma: float) -> float:
+    """Half the bytes reduced on arrival (max(β, γ) each), half only forwarded (β)."""
+    return bytes_ / 2 * (max(beta, gamma) + beta)
+
+
+def multichannel_ring_time(p: int, n: float, nodes: int, intra: tuple[float, float],
+                           inter: tuple[float, float], gamma: float, channels: int = 1,
+                           nics: int = 1, alpha_call: float = 0.0) -> float:
+    """K rotated rings over K slices of n: α0 + ring latency + (p−1)/p·n·(max(b, γ) + b).
+
+    Derivation: each ring moves 2(p−1)/p of its slice n/K across every hop. A rank's link
+    carries all K slices: 2(p−1)/p·n bytes at βi. A node boundary is crossed once per ring;
+    K rings over min(K, c) NICs put 2(p−1)/p·n/min(K, c) bytes on each NIC at βe. The slower
+    of the two paces: b = max(βi, βe/min(K, c)) (b = βi on one node). The reduce-scatter half
+    adds as it receives (fact 2). K = 1 is the plain ring: one flow through one NIC.
+    """
+    if p <= 1:
+        return 0.0
+    (ai, bi), (ae, be) = intra, inter
+    b = bi if nodes <= 1 else max(bi, be / max(1, min(channels, nics)))
+    return alpha_call + ring_latency(p, nodes, ai, ae) + _reduce_bcast(2 * (p - 1) / p * n, b,
+                                                                        gamma)
+
+
+def tree_inter_factor(nodes: int) -> float:
+    """Bytes of n each node sends (and receives) between nodes in NCCL's double binary tree.
+
+    Two trees each carry n/2. m = 2: each node is one tree's root and the other's leaf; it
+    sends n/2 up one and n/2 down the other: 1·n. m > 2: a node is interior in one tree
+    (receives 2·n/2 from its children, sends n/2 up, then n/2 in and 2·n/2 down) and a leaf in
+    the other (n/2 each way): 2·n each way. One node: 0.
+    """
+    return 0.0 if nodes <= 1 else 1.0 if nodes == 2 else 2.0
+
+
+def tree_time(p: int, n: float, local: int, nodes: int, intra: tuple[float, float],
+              inter: tuple[float, float], gamma: float, nics: int = 1,
+              alpha_call: float = 0.0) -> float:
+    """Double binary tree (NCCL): α0 + 2((L−1)αi + ⌈lg m⌉αe) + max(chain, f(m)·n·βe/c).
+
+    Derivation: inside a node the L ranks form a chain; a chunk is reduced up the chain and
+    broadcast down it, so each rank's link sends n up and n down: 2n, the up half added on
+    arrival (fact 2). Between nodes two binary trees of depth ⌈lg m⌉ each carry n/2 and a node
+    moves f(m)·n each way (``tree_inter_factor``) over its c NICs. Reduce and broadcast are
+    pipelined over chunks, so the slower part paces. Latency as NCCL's tuning model:
+    2·((L−1)·intraLat + log2(m)·interLat).
+    """
+    if p <= 1:
+        return 0.0
+    (ai, bi), (ae, be) = intra, inter
+    lat = alpha_call + 2 * ((local - 1) * ai + math.ceil(math.log2(max(nodes, 1))) * ae)
+    chain = _reduce_bcast(2 * n, bi, gamma) if local > 1 else 0.0
+    across = tree_inter_factor(nodes) * n * be / max(1, nics)
+    return lat + max(chain, across)
+
+
+def hierarchical_pipelined_time(n: float, local: int, nodes: int, intra: tuple[float, float],
+                                inter: tuple[float, float], gamma: float, nics: int = 1,
+                                alpha_call: float = 0.0,
+                                variant: str = "reduce_scatter") -> float:
+    """Two-level allreduce with its phases pipelined: α0 + Σ latencies + max(phase bytes).
+
+    reduce_scatter: intra ring reduce-scatter → L inter rings (one per local rank, each
+    over m nodes on n/L) → intra allgather. Intra: (L−1)/L·n·(max(βi, γ) + βi). Inter: each
+    rank moves 2(m−1)/m·n/L; L rings share c NICs, so per rank βe·max(1, L/c). Latency
+    2(L−1)αi + 2(m−1)αe.
+    leader: reduce to one leader per node and broadcast back (a pipelined chain, 2n per
+    link as in ``tree_time``) around a ring of the m leaders on the whole n through ONE NIC.
+    Chunks flow through the phases, so the bandwidth term is the slowest phase (fact 2);
+    ``formulas.hierarchical_time`` is the same algorithm with its phases one after another.
+    """
+    if local * nodes <= 1:
+        return 0.0
+    (ai, bi), (ae, be) = intra, inter
+    lat = alpha_call + 2 * (local - 1) * ai + 2 * (nodes - 1) * ae
+    if variant == "reduce_scatter":
+        inside = _reduce_bcast(2 * (local - 1) / local * n, bi, gamma)
+        b = be * max(1.0, local / max(1, nics))
+        across = _reduce_bcast(2 * (nodes - 1) / nodes * n / local, b, gamma)
+    else:
+        inside = _reduce_bcast(2 * n, bi, gamma) if local > 1 else 0.0
+        across = _reduce_bcast(2 * (nodes - 1) / nodes * n, be, gamma)
+    return lat + max(inside, across)
+
+
+def switch_tree_time(n: float, local: int, nodes: int, switch: tuple[float, float],
+                     inter: tuple[float, float], nics: int = 1, alpha_call: float = 0.0) -> float:
+    """In-switch reduction inside the node, tree between nodes (NCCL's NVLS / NVLSTree).
+
+    α0 + αs + 2⌈lg m⌉αe + max(n·βs, f(m)·n·βe/c). Derivation: each rank writes its n into
+    the switch, which sums, and reads the n-byte sum back: n each way on its link at the
+    switch's achieved rate (βs); no rank adds (γ = 0). Between nodes the node sums travel a
+    double binary tree (``tree_time``'s f(m)·n over c NICs). Pipelined: the slower part paces.
+    """
+    if local * nodes <= 1:
+        return 0.0
+    (a_s, b_s), (ae, be) = switch, inter
+    lat = alpha_call + a_s + 2 * math.ceil(math.log2(max(nodes, 1))) * ae
+    inside = n * b_s if local > 1 else 0.0
+    return lat + max(inside, tree_inter_factor(nodes) * n * be / max(1, nics))
+
+
+def ps_duplex_time(p: int, n: float, alpha: float, beta: float, gamma: float,
+                   servers: int = 1, dedicated: bool = False, alpha_call: float = 0.0) -> float:
+    """Parameter server on full-duplex links: the busiest server's one direction (fact 4).
+
+    Colocated (W = p workers, S of them also serve n/S each): a server receives p−1 pushes
+    and S−1 answers and sends p−1 answers and S−1 pushes: (p+S−2) messages of n/S each way;
+    it adds (p−1)·n/S as pushes arrive. Dedicated (W = p − S): W messages each way, W−1 adds.
+    t = α0 + k·α + max(k·(n/S)·β, adds·γ), k the messages each way. Pushes and pulls stream
+    in chunks, the answer to a chunk leaving once it is summed, so the two directions
+    overlap. S = 1: (p−1)(α + nβ) where a half-duplex link pays twice that; S = p: the
+    ring's 2(p−1)/p·nβ.
+    """
+    if p <= 1:
+        return 0.0
+    s = max(1, servers)
+    k = (p - s) if dedicated else (p + s - 2)
+    adds = (k - 1) if dedicated else (p - 1)
+    return alpha_call + k * alpha + max(k * n / s * beta, adds * n / s * gamma)
+
+
+def _rounds(p: int, local: int) -> tuple[int, int, int]:
+    """(P = 2^⌊lg p⌋, rounds inside a node, rounds across) of a distance-doubling exchange."""
+    pof2 = 1 << (max(p, 1).bit_length() - 1)
+    inside = int(math.log2(1 << (max(1, min(local, pof2)).bit_length() - 1)))
+    return pof2, inside, int(math.log2(pof2)) - inside
+
+
+def recursive_doubling_cluster_time(p: int, n: float, local: int, intra: tuple[float, float],
+                                    inter: tuple[float, float], gamma: float,
+                                    alpha_call: float = 0.0) -> float:
+    """lg P rounds of whole-buffer exchange: the first lg L inside the node, the rest across.
+
+    α0 + r_i(αi + nβi + nγ) + r_e(αe + nβe + nγ) [+ fold 2(αe + nβe) + nγ if p ≠ P]; ``inter``
+    carries the NIC share of a round in which all L ranks cross at once.
+    """
+    if p <= 1:
+        return 0.0
+    (ai, bi), (ae, be) = intra, inter
+    pof2, r_i, r_e = _rounds(p, local)
+    fold = 0.0 if pof2 == p else 2 * (ae + n * be) + n * gamma
+    return alpha_call + r_i * (ai + n * bi + n * gamma) + r_e * (ae + n * be + n * gamma) + fold
+
+
+def rabenseifner_cluster_time(p: int, n: float, local: int, intra: tuple[float, float],
+                              inter: tuple[float, float], gamma: float,
+                              alpha_call: float = 0.0) -> float:
+    """Recursive halving + doubling: α0 + 2(r_i αi + r_e αe) + 2(P−1)/P·n·b + (P−1)/P·nγ.
+
+    b is the slower class a round crosses (βe with NIC sharing when r_e > 0): the halving
+    rounds' sizes differ, and which class carries the larger ones depends on the rank order,
+    so the bound takes the worse.
+    """
+    if p <= 1:
+        return 0.0
+    (ai, bi), (ae, be) = intra, inter
+    pof2, r_i, r_e = _rounds(p, local)
+    b = max(bi, be) if r_e else bi
+    share = (pof2 - 1) / pof2 * n
+    fold = 0.0 if pof2 == p else 2 * (ae + n * be) + n * gamma
+    return alpha_call + 2 * (r_i * ai + r_e * ae) + 2 * share * b + share * gamma + fold

@@ -1,0 +1,93 @@
+"""Seconds of one allreduce of each strategy on a ``Cluster``: which formula, on which links.
+
+Layout: L = min(ranks per node, p) ranks per node (``ranks_per_node`` option overrides the
+cluster's), m = ⌈p/L⌉ nodes; one node means every step is intra-node. The formulas are in
+``cluster_formulas`` (pipelined forms; see there for each derivation). Per strategy:
+
+    ring            K = ``channels`` rings (1: the plain ring; "nics": one per NIC)
+    tree            NCCL's double binary tree
+    hierarchical    reduce_scatter or leader, phases pipelined; ``in_network`` and a cluster
+                    with a reducing switch: switch reduction inside, tree across (NVLSTree)
+    ps              S servers on full-duplex links; S > 1 puts all L ranks of a node on its
+                    c NICs at once (β_e·L/c), one server crosses on its own NIC
+    recursive_doubling, native (best of it and Rabenseifner): all L ranks cross at once
+    auto            the best of recursive doubling, the ring and hierarchical
+"""
+
+from __future__ import annotations
+
+from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.cluster_formulas import (
+    hierarchical_pipelined_time,
+    multichannel_ring_time,
+    ps_duplex_time,
+    rabenseifner_cluster_time,
+    recursive_doubling_cluster_time,
+    switch_tree_time,
+    tree_time,
+)
+
+__all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES"]
+
+CLUSTER_STRATEGIES = ("ring", "tree", "hierarchical", "ps", "recursive_doubling", "native",
+                      "auto")
+
+
+def layout(p: int, cluster: Cluster, options: dict | None = None) -> tuple[int, int]:
+    """(L ranks per node, m nodes) of p ranks on ``cluster``."""
+    o = options or {}
+    local = max(1, min(int(o.get("ranks_per_node") or cluster.ranks_per_node), p))
+    return local, -(-p // local)
+
+
+def _channels(value, cluster: Cluster) -> int:
+    if value in (None, ""):
+        return 1
+    if value == "nics":
+        return cluster.channel_count
+    return max(1, int(value))
+
+
+def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
+                 options: dict | None = None) -> float | None:
+    """Predicted seconds of one allreduce of n bytes over p ranks; None without a formula.
+
+    ``options``: the strategy's ``ReducerOptions`` fields that change its cost (channels,
+    servers, dedicated, variant, ranks_per_node) and ``in_network`` (use the cluster's
+    reducing switch; None where it has none).
+    """
+    o = options or {}
+    if p <= 1:
+        return 0.0
+    local, nodes = layout(p, cluster, o)
+    intra, a0, g, c = cluster.link("intra"), cluster.alpha_call_s, cluster.gamma_s_per_byte, \
+        cluster.nics_per_node
+    inter = cluster.link("inter") if nodes > 1 else intra
+    shared = (inter[0], inter[1] * max(1.0, local / c)) if nodes > 1 else intra
+    if strategy == "ring":
+        return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
+                                                                              cluster), c, a0)
+    if strategy == "tree":
+        return tree_time(p, n, local, nodes, intra, inter, g, c, a0)
+    if strategy == "hierarchical":
+        if o.get("in_network"):
+            if cluster.in_network is None:
+                return None
+            switch = (cluster.in_network.alpha_s, cluster.in_network.beta)
+            return switch_tree_time(n, local, nodes, switch, inter, c, a0)
+        return hierarchical_pipelined_time(n, local, nodes, intra, inter, g, c, a0,
+                                           o.get("variant") or "reduce_scatter")
+    if strategy == "ps":
+        s = int(o.get("servers") or 1)
+        alpha, beta = (shared if s > 1 else (inter[0], max(inter[1], intra[1])))
+        return ps_duplex_time(p, n, alpha, beta, g, s, bool(o.get("dedicated")), a0)
+    if strategy == "recursive_doubling":
+        return recursive_doubling_cluster_time(p, n, local, intra, shared, g, a0)
+    if strategy == "native":
+        return min(recursive_doubling_cluster_time(p, n, local, intra, shared, g, a0),
+                   rabenseifner_cluster_time(p, n, local, intra, shared, g, a0))
+    if strategy == "auto":
+        return min(t for t in (cluster_time(s, p, n, cluster, o) for s in
+                               ("recursive_doubling", "ring", "hierarchical")) if t is not None)
+    return None
+
