@@ -244,3 +244,15 @@ def test_cluster_links_for_the_virtual_clock():
         Cluster("x", 8, Link(0, 1e9), Link(0, 1e9), 0.0, 0)
     for name, prof in CLUSTERS.items():
         assert prof.source and prof.intra.source and prof.inter.source, name
+
+
+def test_cluster_from_emulated_links():
+    from mpicomm.core.links import parse_link
+    from mpicomm.costmodel.cluster import cluster_from_links
+
+    c = cluster_from_links(2, parse_link("20us,1GB/s"), parse_link("1us,10GB/s"))
+    assert c.link("inter") == pytest.approx((20e-6, 1e-9))
+    assert c.link("intra") == pytest.approx((1e-6, 1e-10))
+    assert c.ranks_per_node == 2 and c.nics_per_node == 1 and c.alpha_call_s == 0
+    assert cluster_from_links(4, parse_link("5us,2GB/s")).link("intra") == pytest.approx(
+        (5e-6, 5e-10))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["Link", "Cluster", "LINK_CLASSES"]
+__all__ = ["Link", "Cluster", "LINK_CLASSES", "cluster_from_links"]
 
 LINK_CLASSES = ("intra", "inter")
 
@@ -92,3 +92,20 @@ class Cluster:
     def channel_count(self) -> int:
         """Rings a multi-channel ring runs: ``channels``, or one per NIC."""
         return self.channels or self.nics_per_node
+
+
+def cluster_from_links(ranks_per_node: int, inter, intra=None, nics_per_node: int = 1,
+                       gamma_s_per_byte: float = 0.0, name: str = "emulated") -> Cluster:
+    """A cluster from emulated link specs (``core.links.LinkSpec``: ``latency``, ``bandwidth``).
+
+    For ``--inter-link``/``--intra-link`` runs: each spec becomes a ``Link`` at line rate
+    (efficiency 1, as the emulation holds exactly latency + m/bandwidth); a missing intra
+    spec takes the inter one; no per-call α, no reducing switch.
+    """
+    def link(spec, what: str) -> Link:
+        return Link(float(spec.latency), float(spec.bandwidth), 1.0, f"{what} link {spec}")
+
+    inter_link = link(inter, "inter-node")
+    intra_link = link(intra, "intra-node") if intra is not None else inter_link
+    return Cluster(name, ranks_per_node, intra_link, inter_link, gamma_s_per_byte,
+                   nics_per_node, "links from the command line")
