@@ -224,7 +224,9 @@ def test_command_one_process_no_mpiexec(tmp_path):
                     "--compute-ms", "50", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert "profile dgx-h100-ib400" in done.stdout
+    assert "fastest predicted strategy per (ranks, size)" in done.stdout
     doc = json.loads(out.read_text())
+    assert len(doc["summary"]) == 3 * 2  # one best per (ranks, size)
     assert doc["command"] == "predict" and doc["compute_ms"] == 50
     assert len(doc["results"]) == 3 * 2 * len(default_variants())
     r = next(r for r in doc["results"] if r["strategy"] == "ring" and r["ranks"] == 1024)
