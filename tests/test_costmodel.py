@@ -253,6 +253,28 @@ def test_cluster_from_emulated_links():
     c = cluster_from_links(2, parse_link("20us,1GB/s"), parse_link("1us,10GB/s"))
     assert c.link("inter") == pytest.approx((20e-6, 1e-9))
     assert c.link("intra") == pytest.approx((1e-6, 1e-10))
-    assert c.ranks_per_node == 2 and c.nics_per_node == 1 and c.alpha_call_s == 0
+    assert c.ranks_per_node == 2 and c.nics_per_node == 2 and c.alpha_call_s == 0  # own NICs
     assert cluster_from_links(4, parse_link("5us,2GB/s")).link("intra") == pytest.approx(
         (5e-6, 5e-10))
+
+
+def test_emulated_cluster_uses_the_stepwise_host_forms():
+    """mpicomm's reducers block on one exchange per step: a cluster built from emulated links
+    predicts what formulas.py says for them (slowest link per step, phases added)."""
+    from mpicomm.core.links import parse_link
+    from mpicomm.costmodel import cluster_time
+    from mpicomm.costmodel.cluster import cluster_from_links
+
+    c = cluster_from_links(2, parse_link("20us,1GB/s"), parse_link("1us,10GB/s"))
+    n = 16 * (1 << 20)
+    assert cluster_time("ring", 4, n, c) == pytest.approx(ring_time(4, n, 20e-6, 1e-9, 0))
+    assert cluster_time("hierarchical", 4, n, c) == pytest.approx(
+        hierarchical_time(n, 2, 2, (1e-6, 1e-10), (20e-6, 1e-9), 0))
+    assert cluster_time("ps", 4, n, c, {"servers": 1}) == pytest.approx(
+        ps_time(4, n, 20e-6, 1e-9, 0))
+    # the same links as a pipelined (NCCL-style) cluster: latency along the path, max of phases
+    from dataclasses import replace
+
+    piped = replace(c, pipelined=True)
+    assert cluster_time("ring", 4, n, piped) < cluster_time("ring", 4, n, c)
+    assert cluster_time("hierarchical", 4, n, piped) < cluster_time("hierarchical", 4, n, c)

@@ -4,7 +4,10 @@ A ``Cluster`` is frozen data: the node layout (ranks and NICs per node), one ``L
 per link class (``"intra"``: NVLink/PCIe inside a node; ``"inter"``: the NIC and fabric
 between nodes), an optional in-network reduction (``in_network``: NVLink SHARP or
 InfiniBand SHARP, a switch that sums), the per-call base latency ``alpha_call_s``, the
-number of channels (rings NCCL runs side by side; 0 = one per NIC) and γ.
+number of channels (rings NCCL runs side by side; 0 = one per NIC), γ, and ``pipelined``:
+True for a GPU cluster running NCCL-style chunked streams (hops and phases overlap), False
+for mpicomm's own reducers over MPI, which block on one exchange per step (an emulated-link
+run: ``cluster_from_links``), so a step waits for its slowest link and phases add up.
 
 The small interface the virtual clock needs:
 
@@ -75,6 +78,7 @@ class Cluster:
     alpha_call_s: float = 0.0  # base latency of one collective call (launch, completion)
     channels: int = 0  # rings side by side (NCCL channels); 0 = one per NIC
     in_network: Link | None = None  # a switch that reduces (NVLS, SHARP): α, rate, efficiency
+    pipelined: bool = True  # NCCL-style chunked streams; False: one blocking exchange per step
 
     def __post_init__(self) -> None:
         if self.ranks_per_node < 1 or self.nics_per_node < 1 or self.channels < 0:
@@ -94,13 +98,15 @@ class Cluster:
         return self.channels or self.nics_per_node
 
 
-def cluster_from_links(ranks_per_node: int, inter, intra=None, nics_per_node: int = 1,
+def cluster_from_links(ranks_per_node: int, inter, intra=None, nics_per_node: int | None = None,
                        gamma_s_per_byte: float = 0.0, name: str = "emulated") -> Cluster:
     """A cluster from emulated link specs (``core.links.LinkSpec``: ``latency``, ``bandwidth``).
 
     For ``--inter-link``/``--intra-link`` runs: each spec becomes a ``Link`` at line rate
     (efficiency 1, as the emulation holds exactly latency + m/bandwidth); a missing intra
-    spec takes the inter one; no per-call α, no reducing switch.
+    spec takes the inter one; no per-call α, no reducing switch; one interface per rank
+    (the emulation holds each sender's own interface) unless ``nics_per_node`` says
+    otherwise; not pipelined (mpicomm's reducers block on one exchange per step).
     """
     def link(spec, what: str) -> Link:
         return Link(float(spec.latency), float(spec.bandwidth), 1.0, f"{what} link {spec}")
@@ -108,4 +114,5 @@ def cluster_from_links(ranks_per_node: int, inter, intra=None, nics_per_node: in
     inter_link = link(inter, "inter-node")
     intra_link = link(intra, "intra-node") if intra is not None else inter_link
     return Cluster(name, ranks_per_node, intra_link, inter_link, gamma_s_per_byte,
-                   nics_per_node, "links from the command line")
+                   nics_per_node or ranks_per_node, "links from the command line",
+                   pipelined=False)

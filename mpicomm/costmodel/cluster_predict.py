@@ -12,10 +12,15 @@ cluster's), m = ⌈p/L⌉ nodes; one node means every step is intra-node. The fo
                     c NICs at once (β_e·L/c), one server crosses on its own NIC
     recursive_doubling, native (best of it and Rabenseifner): all L ranks cross at once
     auto            the best of recursive doubling, the ring and hierarchical
+
+A cluster that is not ``pipelined`` (mpicomm's reducers over MPI, one blocking exchange per
+step) takes the step-by-step host forms of ``formulas`` for ring, hierarchical and ps: a
+step waits for its slowest link (2(p−1)·α_slow), phases add, a server pushes then pulls.
 """
 
 from __future__ import annotations
 
+from mpicomm.costmodel import formulas as host
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
@@ -64,6 +69,8 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
         cluster.nics_per_node
     inter = cluster.link("inter") if nodes > 1 else intra
     shared = (inter[0], inter[1] * max(1.0, local / c)) if nodes > 1 else intra
+    if not cluster.pipelined and strategy in ("ring", "hierarchical", "ps"):
+        return _stepwise(strategy, p, n, local, nodes, intra, inter, shared, g, c, a0, o)
     if strategy == "ring":
         return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
                                                                               cluster), c, a0)
@@ -91,3 +98,25 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
                                ("recursive_doubling", "ring", "hierarchical")) if t is not None)
     return None
 
+
+
+def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, inter, shared,
+              g: float, nics: int, a0: float, o: dict) -> float:
+    """Ring, hierarchical and ps as mpicomm runs them: one blocking exchange per step."""
+    slow = (max(intra[0], inter[0]), max(intra[1], inter[1]))
+    if strategy == "ring":
+        k = max(1, min(_channels_opt(o), nics)) if nodes > 1 else 1
+        b = max(intra[1], inter[1] / k) if nodes > 1 else intra[1]
+        return a0 + host.ring_time(p, n, slow[0], b, g)
+    if strategy == "hierarchical":
+        b_e = inter[1] * max(1.0, local / nics)
+        return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
+                                           o.get("variant") or "reduce_scatter")
+    s = int(o.get("servers") or 1)
+    alpha, beta = shared if s > 1 else slow
+    return a0 + host.ps_time(p, n, alpha, beta, g, s, bool(o.get("dedicated")))
+
+
+def _channels_opt(o: dict) -> int:
+    value = o.get("channels")
+    return 1 if value in (None, "") else 1 << 30 if value == "nics" else max(1, int(value))
