@@ -2,8 +2,8 @@
 
 The reducers ``mpicomm.reducers.multiring`` and ``mpicomm.reducers.tree`` take
 their ring orders and tree shapes from here, so the formulas below count the
-very messages the reducers send (``tests/reducers/test_algos_cost.py`` holds the
-byte counts against the transport's).
+very messages the reducers send (``tests/reducers/test_tree.py`` and
+``test_multiring.py`` hold the byte counts against the transport's).
 
 Cost model (docs/tree_and_channels.md): every rank has one network interface per
 link class (intra-node, inter-node) with a send and a receive queue; a message
@@ -14,9 +14,9 @@ per byte to add.
     multiring  2(p-1)·S + (p-1)/p·n·γ,  s = n/(K·p) bytes per message and
                S = max over ranks and classes of (messages of that class the rank
                sends or receives per step)·(α + s·β) of that class
-    tree       (D + k - 1)·(2·T + c_max·c·γ),  c = n/(2k) bytes per chunk, k chunks
-               per tree, D = depth, T = max over ranks of (messages per step on one
-               queue)·(α + c·β), c_max = most children a rank has over both trees
+    tree       (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ),  c = n/(2k) bytes per chunk,
+               k chunks per tree, D = depth, q = most messages a rank has on one
+               queue per step, c_max = most children a rank has over both trees
 """
 
 from __future__ import annotations

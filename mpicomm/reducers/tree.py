@@ -10,24 +10,26 @@ at most ``TREE_CHUNK_BYTES``; the two trees work at the same time.
 
 1. Reduce up, pipelined: for chunk j = 0, 1, ...: post the receives of chunk j
    from every child of both trees (into preallocated scratch, one chunk per
-   child) and wait for them together with this rank's sends of chunk j-1; add
-   the children's chunks into the buffer in a fixed order (own + first child +
-   second child); send chunk j to the parent of that tree (``isend``, completed
-   at the next chunk). A rank at height h works on chunk j while those under
+   child); then, one tree at a time, wait for that tree's receives together
+   with this rank's send of its chunk j-1, add the children's chunks into the
+   buffer in a fixed order (own + first child + second child) and send chunk j
+   to the parent (``isend``, completed at the next chunk). One wait over both
+   trees could deadlock: a rank can sit above another in one tree and below
+   it in the other (p = 2). A rank at height h works on chunk j while those under
    it work on chunk j+1, j+2, ...: the chunks stream up the tree.
 2. (op="mean") the root of each tree scales each chunk once it is complete.
 3. Broadcast down, pipelined: for chunk j: receive chunk j from the parent of
-   each tree straight into the buffer (waiting with the sends of chunk j-1),
-   then send it to the children. Every element is summed once, at its root, and
+   each tree straight into the buffer (waiting, tree by tree, with the sends of
+   chunk j-1), then send it to the children. Every element is summed once, at its root, and
    copied down: every rank ends bit-identical.
 
-Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes; each step a
-rank sends or receives at most two chunks on one interface):
+Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes, q <= 2 the most
+messages a rank has on one send or receive queue per step, q = 1 at p = 2):
 
-    T_tree = (D + k - 1)·(2·T + 2·c·γ),  T = 2·(α + c·β)
+    T_tree = (D + k - 1)·(2·q·(α + c·β) + 2·c·γ)
 
-so 2·D·2α + ... for small n (k = 1): ≈ 4·⌈lg p⌉·α against the ring's 2(p-1)·α,
-and for large n (k ≫ D) ≈ 2n·β + n·γ (bytes 2n per rank, the ring's 2(p-1)/p·n),
+so ≈ 4·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α, and for large n
+(k ≫ D) ≈ 2n·β + n·γ (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
 plus a pipeline fill of (D-1) chunk steps. It wins where latency dominates —
 small and medium buffers at many ranks; the ring wins for large buffers on few
 ranks. ``costmodel.algos.tree_allreduce_time`` evaluates it from the trees'
