@@ -24,13 +24,14 @@ from __future__ import annotations
 import math
 
 __all__ = [
-    "TREE_CHUNK_BYTES", "btree", "double_binary_tree", "tree_depth", "channel_rings",
-    "tree_chunks", "multiring_time", "tree_allreduce_time", "multiring_bytes_sent",
-    "tree_bytes_sent",
+    "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
+    "double_binary_tree", "tree_depth", "channel_rings", "tree_chunks", "multiring_time",
+    "tree_allreduce_time", "multiring_bytes_sent", "tree_bytes_sent",
 ]
 
-# the tree moves each half of the buffer in chunks of at most this many bytes
-TREE_CHUNK_BYTES = 1 << 18
+# the tree cuts each half of the buffer into about 4·depth chunks of these bounds (tree_chunk_bytes)
+TREE_CHUNK_BYTES = 1 << 20
+TREE_MIN_CHUNK_BYTES = 1 << 16
 
 Shape = tuple[int, list[int]]  # (parent or -1 at the root, children in reduction order)
 
@@ -120,7 +121,19 @@ def channel_rings(node_of: list[int], channels: int) -> list[list[int]]:
     return rings
 
 
-def tree_chunks(items: int, itemsize: int, chunk_bytes: int = TREE_CHUNK_BYTES) -> list[int]:
+def tree_chunk_bytes(nbytes: float, depth: int) -> int:
+    """Return the chunk size for a tree allreduce of ``nbytes`` over trees ``depth`` deep.
+
+    About 4·depth chunks per half, so the pipeline fill (depth - 1 chunk steps)
+    adds at most ~25%, bounded to [``TREE_MIN_CHUNK_BYTES``, ``TREE_CHUNK_BYTES``]:
+    smaller chunks would be all per-message cost, larger ones no longer pipeline.
+    """
+    want = math.ceil(nbytes / 2 / (4 * max(depth, 1)))
+    chunk = min(max(want, TREE_MIN_CHUNK_BYTES), TREE_CHUNK_BYTES)
+    return chunk + (-chunk % 8)
+
+
+def tree_chunks(items: int, itemsize: int, chunk_bytes: int) -> list[int]:
     """Return the offsets cutting ``items`` elements into chunks of at most ``chunk_bytes``."""
     step = max(chunk_bytes // itemsize, 1)
     return list(range(0, items, step)) + [items]
@@ -196,14 +209,13 @@ def multiring_time(p: int, n: float, channels: int, ranks_per_node: int,
     return 2 * (p - 1) * step + (p - 1) / p * n * gamma
 
 
-def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float,
-                        chunk_bytes: int = TREE_CHUNK_BYTES) -> float:
+def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
     """Double binary tree, reduce up then broadcast down, pipelined (module docstring)."""
     if p <= 1 or n <= 0:
         return 0.0
-    k = max(math.ceil(n / 2 / chunk_bytes), 1)
-    c = n / (2 * k)
     depth = tree_depth(p)
+    k = max(math.ceil(n / 2 / tree_chunk_bytes(n, depth)), 1)
+    c = n / (2 * k)
     queue = kids = 0
     for r in range(p):
         shapes = double_binary_tree(p, r)

@@ -5,8 +5,8 @@ tree 0 is NCCL's in-order binary tree (rank 0 the root, the odd ranks its
 leaves); tree 1 its mirror (rank r plays p-1-r) for even p, its shift by one for
 odd p. For even p a leaf of one tree is an inner rank of the other, so over the
 two trees every rank sends and receives about 2n, like the ring. Tree t reduces
-half t of the buffer (the first half takes the odd element), cut into chunks of
-at most ``TREE_CHUNK_BYTES``; the two trees work at the same time.
+half t of the buffer (the first half takes the odd element), cut into about
+4·D chunks (``tree_chunk_bytes``: 64 KiB to 1 MiB); the two trees work at the same time.
 
 1. Reduce up, pipelined: for chunk j = 0, 1, ...: post the receives of chunk j
    from every child of both trees (into preallocated scratch, one chunk per
@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from mpicomm.core.backend import array_module, sync_device
-from mpicomm.costmodel.algos import double_binary_tree, tree_chunks
+from mpicomm.costmodel.algos import double_binary_tree, tree_chunk_bytes, tree_chunks, tree_depth
 from mpicomm.reducers.base import Reducer
 
 __all__ = ["TreeReducer"]
@@ -71,6 +71,7 @@ class TreeReducer(Reducer):
     def __init__(self, comm, options, **kw) -> None:
         super().__init__(comm, options, **kw)
         self._trees = double_binary_tree(self.size, self.rank)  # ((parent, children), ...)
+        self._depth = tree_depth(self.size)
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module name -> scratch for every child's chunk
 
@@ -79,7 +80,8 @@ class TreeReducer(Reducer):
         plan = self._plans.get(key)
         if plan is None:
             first = flat.size - flat.size // 2
-            chunks = [[lo + o for o in tree_chunks(hi - lo, flat.itemsize)]
+            step = tree_chunk_bytes(flat.nbytes, self._depth)  # same on every rank
+            chunks = [[lo + o for o in tree_chunks(hi - lo, flat.itemsize, step)]
                       for lo, hi in ((0, first), (first, flat.size))]
             count = max(len(c) - 1 for c in chunks)
             plan = self._plans[key] = _Plan(chunks, count, self._scratch(flat, chunks))
@@ -93,7 +95,7 @@ class TreeReducer(Reducer):
         nkids = sum(len(children) for _, children in self._trees)
         xp = array_module(flat)
         raw = self._store.get(xp.__name__)
-        if raw is None or raw.nbytes < max(nkids, 1) * need:  # at most 4 · TREE_CHUNK_BYTES
+        if raw is None or raw.nbytes < max(nkids, 1) * need:  # at most 4 chunks of 1 MiB
             raw = self._store[xp.__name__] = xp.empty(max(nkids, 1) * need, dtype=np.uint8)
             self._plans.clear()  # older plans view the old buffer: drop them
         views, i = [], 0

@@ -9,13 +9,16 @@ from mpi_harness import run_script
 from mpicomm.costmodel import ring_time
 from mpicomm.costmodel.algos import (
     TREE_CHUNK_BYTES,
+    TREE_MIN_CHUNK_BYTES,
     double_binary_tree,
     tree_allreduce_time,
     tree_bytes_sent,
+    tree_chunk_bytes,
     tree_depth,
 )
 
-# 0 and 1 leave a tree empty; 131101 (prime) moves 2 (float32) or 4 (float64) chunks per tree
+# 0 and 1 leave a tree empty; 131101 (prime) moves 4 (float32) or 8 (float64) chunks of
+# 64 KiB per tree
 LENGTHS = "0,1,2,p-1,13,1009,131101"
 
 
@@ -29,7 +32,7 @@ def test_tree_matches_numpy(nranks):
 @pytest.mark.slow
 @pytest.mark.parametrize("nranks", [3, 8])
 def test_tree_many_chunks(nranks):
-    """1000003 elements: 8 (float32) or 16 (float64) chunks per tree in flight."""
+    """1000003 elements: 1 MiB chunks (3 ranks) or ~170 KiB ones (8 ranks), 4 to 12 per tree."""
     res = run_script(nranks, "check_reducer.py", "tree", "{}", "--lengths", "1000003",
                      "--repeat", "1", timeout=300)
     res.expect_ok()
@@ -96,5 +99,16 @@ def test_tree_time_latency_and_bandwidth_limits():
     # large n: about 2nβ (the ring's bandwidth), plus the pipeline fill
     big = 1 << 30
     t = tree_allreduce_time(8, big, 0.0, beta, 0.0)
-    assert 2 * big * beta <= t <= 2 * big * beta * (1 + 4 * TREE_CHUNK_BYTES * 2 / big * 3)
+    fill = (tree_depth(8) - 1) * TREE_CHUNK_BYTES / (big / 2)  # chunk steps beyond the k needed
+    assert 2 * big * beta <= t <= 2 * big * beta * (1 + fill)
     assert tree_allreduce_time(1, big, alpha, beta, 0.0) == 0.0
+
+
+def test_tree_chunks_about_four_per_level():
+    assert tree_chunk_bytes(1000, 3) == TREE_MIN_CHUNK_BYTES  # small: one chunk of at most 64 KiB
+    assert tree_chunk_bytes(1 << 30, 3) == TREE_CHUNK_BYTES  # large: 1 MiB, 512 per half
+    n, depth = 48 << 20, 3  # 24 MiB per half over depth 3: 2 MiB wanted, capped
+    c = tree_chunk_bytes(n, depth)
+    assert c % 8 == 0 and TREE_MIN_CHUNK_BYTES <= c <= TREE_CHUNK_BYTES
+    n = 12 << 20  # 6 MiB per half: 12 chunks of 512 KiB
+    assert tree_chunk_bytes(n, depth) == 512 << 10
