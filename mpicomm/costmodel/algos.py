@@ -26,7 +26,7 @@ import math
 __all__ = [
     "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
     "double_binary_tree", "tree_depth", "channel_rings", "tree_chunks", "multiring_time",
-    "tree_allreduce_time", "multiring_bytes_sent", "tree_bytes_sent",
+    "tree_allreduce_time", "multiring_bytes_sent", "tree_bytes_sent", "tree_messages_sent",
 ]
 
 # the tree cuts each half of the buffer into about 4·depth chunks of these bounds (tree_chunk_bytes)
@@ -182,6 +182,17 @@ def tree_bytes_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
     for half, (up, children) in zip(_halves(n_items), double_binary_tree(p, rank), strict=True):
         total += half * ((up >= 0) + len(children))
     return total * itemsize
+
+
+def tree_messages_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
+    """Messages ``rank`` sends in one tree allreduce: per chunk, as ``tree_bytes_sent`` per half."""
+    if p == 1:
+        return 0
+    step = tree_chunk_bytes(n_items * itemsize, tree_depth(p))
+    total = 0
+    for half, (up, children) in zip(_halves(n_items), double_binary_tree(p, rank), strict=True):
+        total += (len(tree_chunks(half, itemsize, step)) - 1) * ((up >= 0) + len(children))
+    return total
 
 
 # ----------------------------------------------------------------------- times

@@ -1,8 +1,8 @@
-"""Rank script: every rank ends with the same bits, and sends the bytes the cost model counts.
+"""Rank script: every rank ends with the same bits and sends what the cost model counts.
 
 For each (length, dtype, op) every rank reduces its own random data; rank 0's
 result is broadcast and compared byte for byte with every rank's. The bytes the
-reducer's transport counted for the call are compared with
+reducer's transport counted for the call (tree: and the messages) are compared with
 ``mpicomm.costmodel.algos`` (``tree_bytes_sent`` for tree, ``multiring_bytes_sent``
 for ring with channels). Usage (under ``python -m mpi4py``)::
 
@@ -17,7 +17,7 @@ from mpi4py import MPI
 from mpi_harness import report
 
 import mpicomm
-from mpicomm.costmodel.algos import multiring_bytes_sent, tree_bytes_sent
+from mpicomm.costmodel.algos import multiring_bytes_sent, tree_bytes_sent, tree_messages_sent
 
 
 def expected_bytes(reducer, n: int, itemsize: int) -> int:
@@ -43,12 +43,17 @@ def main() -> None:
             for op in ("sum", "mean"):
                 case += 1
                 x = np.random.default_rng([99, rank, case]).standard_normal(n).astype(dtype)
-                before = reducer.stats.bytes_sent
+                before = reducer.stats.bytes_sent, reducer.stats.messages_sent
                 reducer.allreduce(x, op=op)
-                sent = reducer.stats.bytes_sent - before
+                sent = reducer.stats.bytes_sent - before[0]
                 want = expected_bytes(reducer, n, x.itemsize)
                 if sent != want:
                     failures.append(f"n={n} {x.dtype} {op}: sent {sent} bytes, formula {want}")
+                if reducer.name == "tree":
+                    msgs = reducer.stats.messages_sent - before[1]
+                    want = tree_messages_sent(n, x.itemsize, size, rank)
+                    if msgs != want:
+                        failures.append(f"n={n} {x.dtype} {op}: {msgs} messages, formula {want}")
                 first = x.copy()
                 comm.Bcast(first, root=0)
                 if not np.array_equal(first.view(np.uint8), x.view(np.uint8)):
