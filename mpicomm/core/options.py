@@ -97,9 +97,10 @@ class ReducerOptions:
             normalised. Only ``mpicomm.make_reducer`` (``mpicomm.codecs``) builds
             compressed reducers.
         channels: ring: K >= 1 rotated rings, each over 1/K of the buffer, so K
-            different ranks cross every node boundary (``mpicomm.reducers.multiring``);
-            1 (default) is the plain ring. At most ``MAX_CHANNELS``; no compressed
-            variant (K > 1 with ``compress`` is refused).
+            different ranks cross every node boundary (nodes as ``ranks_per_node``
+            says; ``mpicomm.reducers.multiring``); 1 (default) is the plain ring.
+            At most ``MAX_CHANNELS``; no compressed variant (K > 1 with
+            ``compress`` is refused).
     """
 
     ranks_per_node: int | None = None
