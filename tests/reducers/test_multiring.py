@@ -98,3 +98,10 @@ def test_channels_option_refuses_bad_values():
             ReducerOptions(channels=bad)
     with pytest.raises(ConfigError, match="no compressed variant"):
         ReducerOptions(channels=2, compress="fp16")
+
+
+def test_multiring_bad_input_errors_on_every_rank():
+    """Mismatched lengths, bad dtypes and ops: one clear error on every rank, then it works."""
+    res = run_script(3, "check_errors.py", "ring", '{"channels": 2}', timeout=90)
+    res.expect_ok()
+    assert all("elements" in r["mismatch_message"] for r in res.records)

@@ -112,3 +112,10 @@ def test_tree_chunks_about_four_per_level():
     assert c % 8 == 0 and TREE_MIN_CHUNK_BYTES <= c <= TREE_CHUNK_BYTES
     n = 12 << 20  # 6 MiB per half: 12 chunks of 512 KiB
     assert tree_chunk_bytes(n, depth) == 512 << 10
+
+
+def test_tree_bad_input_errors_on_every_rank():
+    """Mismatched lengths, bad dtypes and ops: one clear error on every rank, then it works."""
+    res = run_script(3, "check_errors.py", "tree", "{}", timeout=90)
+    res.expect_ok()
+    assert all("elements" in r["mismatch_message"] for r in res.records)
