@@ -29,6 +29,7 @@ def test_multiring_matches_numpy(nranks, channels, rpn):
     assert all(r["calls"] > 0 for r in res.records)
 
 
+@pytest.mark.slow
 def test_multiring_pieces():
     """Segments over PIECE_BYTES (1 MiB) move in pieces: 2097169 float64 on 3 ranks and
     2 channels are segments of ~2.8 MB."""
