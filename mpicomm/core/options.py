@@ -15,9 +15,12 @@ from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 
-__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress"]
+__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress",
+           "MAX_CHANNELS"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
+
+MAX_CHANNELS = 64  # ring: most channels (each takes two message tags)
 
 # gradient compression (mpicomm.codecs): the spellings of ReducerOptions.compress
 CODECS = ("none", "fp16", "int8", "topk:RATIO", "topk:RATIO:noef")
@@ -93,6 +96,11 @@ class ReducerOptions:
             ``"fp16"``, ``"int8"``, ``"topk:RATIO"`` or ``"topk:RATIO:noef"``; stored
             normalised. Only ``mpicomm.make_reducer`` (``mpicomm.codecs``) builds
             compressed reducers.
+        channels: ring: K >= 1 rotated rings, each over 1/K of the buffer, so K
+            different ranks cross every node boundary (nodes as ``ranks_per_node``
+            says; ``mpicomm.reducers.multiring``); 1 (default) is the plain ring.
+            At most ``MAX_CHANNELS``; no compressed variant (K > 1 with
+            ``compress`` is refused).
     """
 
     ranks_per_node: int | None = None
@@ -105,6 +113,7 @@ class ReducerOptions:
     inter_link: str | LinkSpec | None = None
     intra_link: str | LinkSpec | None = None
     compress: str = "none"
+    channels: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
@@ -133,6 +142,12 @@ class ReducerOptions:
         codec, ratio, ef = parse_compress(self.compress)
         spelled = codec if ratio is None else f"topk:{ratio:g}" + ("" if ef else ":noef")
         object.__setattr__(self, "compress", spelled)
+        k = self.channels
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CHANNELS:
+            raise ConfigError(f"channels must be an int from 1 to {MAX_CHANNELS}, got {k!r}")
+        if k > 1 and spelled != "none":
+            raise ConfigError(f"channels={k} with compress={spelled!r}: the multi-channel ring "
+                              f"has no compressed variant; use channels=1 or compress='none'")
 
     @property
     def emulated(self) -> bool:

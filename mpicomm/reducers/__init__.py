@@ -13,10 +13,12 @@ from mpicomm.core.options import ReducerOptions
 from mpicomm.reducers.auto import AutoReducer
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.hierarchical import HierarchicalReducer
+from mpicomm.reducers.multiring import MultiRingReducer
 from mpicomm.reducers.native import NativeReducer
 from mpicomm.reducers.ps import ParameterServerReducer
 from mpicomm.reducers.recursive_doubling import RecursiveDoublingReducer
 from mpicomm.reducers.ring import RingReducer
+from mpicomm.reducers.tree import TreeReducer
 
 __all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
 
@@ -27,6 +29,7 @@ REDUCERS: dict[str, type[Reducer]] = {
     "ps": ParameterServerReducer,
     "recursive_doubling": RecursiveDoublingReducer,
     "auto": AutoReducer,
+    "tree": TreeReducer,
 }
 
 
@@ -43,6 +46,7 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
         comm: communicator to reduce over (default ``MPI.COMM_WORLD``).
         **options: ``ReducerOptions`` fields; every strategy accepts all of
             them and ignores those it does not use. Unknown names are an error.
+            ``"ring"`` with ``channels`` > 1 builds the multi-channel ring.
 
     Returns:
         A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean")`` works in place.
@@ -54,4 +58,6 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     if opts.compress != "none":  # the codecs layer sits above: it wraps what this builds
         raise ConfigError(f"compress={opts.compress!r}: compressed reducers are built by "
                           f"mpicomm.make_reducer (mpicomm.codecs.make_reducer)")
+    if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
+        cls = MultiRingReducer
     return cls(comm, opts)

@@ -1,0 +1,237 @@
+"""Shapes and α-β-γ costs of the multi-channel ring and the double binary tree (pure, no MPI).
+
+The reducers ``mpicomm.reducers.multiring`` and ``mpicomm.reducers.tree`` take
+their ring orders and tree shapes from here, so the formulas below count the
+very messages the reducers send (``tests/reducers/test_tree.py`` and
+``test_multiring.py`` hold the byte counts against the transport's).
+
+Cost model (docs/tree_and_channels.md): every rank has one network interface per
+link class (intra-node, inter-node) with a send and a receive queue; a message
+of m bytes holds the interfaces it uses α + m·β of its class, messages on one
+queue follow each other, different queues work at the same time. γ is seconds
+per byte to add.
+
+    multiring  2(p-1)·S + (p-1)/p·n·γ,  s = n/(K·p) bytes per message and
+               S = max over ranks and classes of (messages of that class the rank
+               sends or receives per step)·(α + s·β) of that class
+    tree       (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ),  c = n/(2k) bytes per chunk,
+               k chunks per tree, D = depth, q = most messages a rank has on one
+               queue per step, c_max = most children a rank has over both trees
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
+    "double_binary_tree", "tree_depth", "channel_rings", "tree_chunks", "multiring_time",
+    "tree_allreduce_time", "multiring_bytes_sent", "tree_bytes_sent", "tree_messages_sent",
+]
+
+# the tree cuts each half of the buffer into about 4·depth chunks of these bounds (tree_chunk_bytes)
+TREE_CHUNK_BYTES = 1 << 20
+TREE_MIN_CHUNK_BYTES = 1 << 16
+
+Shape = tuple[int, list[int]]  # (parent or -1 at the root, children in reduction order)
+
+
+def btree(p: int, rank: int) -> Shape:
+    """Return (parent, children) of ``rank`` in NCCL's in-order binary tree over p ranks.
+
+    Rank r's level is its lowest set bit b; its parent is (r XOR b) | 2b (or
+    r XOR b when that is >= p), its children r - b/2 and r + b/2 (the latter
+    moved down a level while >= p). Rank 0 is the root with one child. Leaves
+    are the odd ranks; the depth is ⌈lg p⌉.
+    """
+    if p <= 1:
+        return -1, []
+    bit = 1
+    while bit < p and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, [bit >> 1]
+    up = (rank ^ bit) | (bit << 1)
+    if up >= p:
+        up = rank ^ bit
+    low = bit >> 1
+    if low == 0:
+        return up, []
+    children = [rank - low]
+    while rank + low >= p and low:
+        low >>= 1
+    if low:
+        children.append(rank + low)
+    return up, children
+
+
+def double_binary_tree(p: int, rank: int) -> tuple[Shape, Shape]:
+    """Return ``rank``'s (parent, children) in NCCL's two complementary trees.
+
+    Tree 0 is ``btree``; tree 1 is its mirror (rank r plays p-1-r) when p is
+    even, its shift by one (r plays r-1) when p is odd. For even p the leaves of
+    one tree (the odd ranks) are the inner ranks of the other, so every rank
+    sends about as much as it receives over the two trees together.
+    """
+    first = btree(p, rank)
+    if p % 2 == 0:
+        def play(r: int) -> int:
+            return p - 1 - r
+        back = play
+    else:
+        def play(r: int) -> int:
+            return (r - 1) % p
+
+        def back(r: int) -> int:
+            return (r + 1) % p
+    up, down = btree(p, play(rank))
+    second = (-1 if up < 0 else back(up), [back(c) for c in down])
+    return first, second
+
+
+def tree_depth(p: int) -> int:
+    """Return the longest root-to-leaf path (edges) over both trees of ``double_binary_tree``."""
+    deepest = 0
+    for t in (0, 1):
+        for r in range(p):
+            d, node = 0, r
+            while (up := double_binary_tree(p, node)[t][0]) >= 0:
+                d, node = d + 1, up
+            deepest = max(deepest, d)
+    return deepest
+
+
+def channel_rings(node_of: list[int], channels: int) -> list[list[int]]:
+    """Return the ring order (a list of ranks) of each channel.
+
+    Ranks are grouped by node (nodes in order of their lowest rank, ranks in
+    order inside a node). Channel c visits every node in turn and, inside node
+    j of L_j ranks, starts at its local rank c mod L_j. So the ring leaves node j
+    from local rank (c-1) mod L_j and enters the next node at local rank
+    c mod L_{j+1}: for K <= L the K channels cross each node boundary through K
+    different rank pairs (K > L reuses them, channel c like c - L).
+    """
+    groups: dict[int, list[int]] = {}
+    for r, node in enumerate(node_of):
+        groups.setdefault(node, []).append(r)
+    nodes = list(groups.values())
+    rings = []
+    for c in range(channels):
+        rings.append([g[(c + i) % len(g)] for g in nodes for i in range(len(g))])
+    return rings
+
+
+def tree_chunk_bytes(nbytes: float, depth: int) -> int:
+    """Return the chunk size for a tree allreduce of ``nbytes`` over trees ``depth`` deep.
+
+    About 4·depth chunks per half, so the pipeline fill (depth - 1 chunk steps)
+    adds at most ~25%, bounded to [``TREE_MIN_CHUNK_BYTES``, ``TREE_CHUNK_BYTES``]:
+    smaller chunks would be all per-message cost, larger ones no longer pipeline.
+    """
+    want = math.ceil(nbytes / 2 / (4 * max(depth, 1)))
+    chunk = min(max(want, TREE_MIN_CHUNK_BYTES), TREE_CHUNK_BYTES)
+    return chunk + (-chunk % 8)
+
+
+def tree_chunks(items: int, itemsize: int, chunk_bytes: int) -> list[int]:
+    """Return the offsets cutting ``items`` elements into chunks of at most ``chunk_bytes``."""
+    step = max(chunk_bytes // itemsize, 1)
+    return list(range(0, items, step)) + [items]
+
+
+def _halves(n_items: int) -> list[int]:
+    """Items of each tree's half: the first half gets the odd item."""
+    return [n_items - n_items // 2, n_items // 2]
+
+
+def _segment(items: int, parts: int, j: int) -> int:
+    """Length of part j when ``items`` is cut like ``np.array_split`` into ``parts``."""
+    base, extra = divmod(items, parts)
+    return base + (j < extra)
+
+
+# ------------------------------------------------------------------ bytes sent
+def multiring_bytes_sent(n_items: int, itemsize: int, node_of: list[int], channels: int,
+                         rank: int) -> int:
+    """Bytes ``rank`` sends in one multi-channel ring allreduce of ``n_items`` elements.
+
+    Channel c's ring runs on slice c (``np.array_split`` into K) cut into p
+    segments; at ring position q a rank sends every segment but q in the
+    reduce-scatter and every one but q+1 in the allgather.
+    """
+    p = len(node_of)
+    if p == 1 or n_items == 0:
+        return 0
+    total = 0
+    for c, ring in enumerate(channel_rings(node_of, channels)):
+        items = _segment(n_items, channels, c)
+        q = ring.index(rank)
+        total += 2 * items - _segment(items, p, q) - _segment(items, p, (q + 1) % p)
+    return total * itemsize
+
+
+def tree_bytes_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
+    """Bytes ``rank`` sends in one double-binary-tree allreduce of ``n_items`` elements.
+
+    In tree t (half t of the buffer) a rank sends its half once up (unless it is
+    the root) and once down to each child.
+    """
+    if p == 1:
+        return 0
+    total = 0
+    for half, (up, children) in zip(_halves(n_items), double_binary_tree(p, rank), strict=True):
+        total += half * ((up >= 0) + len(children))
+    return total * itemsize
+
+
+def tree_messages_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
+    """Messages ``rank`` sends in one tree allreduce: per chunk, as ``tree_bytes_sent`` per half."""
+    if p == 1:
+        return 0
+    step = tree_chunk_bytes(n_items * itemsize, tree_depth(p))
+    total = 0
+    for half, (up, children) in zip(_halves(n_items), double_binary_tree(p, rank), strict=True):
+        total += (len(tree_chunks(half, itemsize, step)) - 1) * ((up >= 0) + len(children))
+    return total
+
+
+# ----------------------------------------------------------------------- times
+def multiring_time(p: int, n: float, channels: int, ranks_per_node: int,
+                   intra: tuple[float, float], inter: tuple[float, float],
+                   gamma: float) -> float:
+    """K rotated rings over K slices of n bytes: 2(p-1)·S + (p-1)/p·n·γ (module docstring).
+
+    ``intra``/``inter`` are (α, β) of the two link classes; nodes hold
+    ``ranks_per_node`` consecutive ranks. K = 1 on one class is ``ring_time``.
+    """
+    if p <= 1:
+        return 0.0
+    node_of = [r // ranks_per_node for r in range(p)]
+    s = n / (channels * p)
+    cost = [intra[0] + s * intra[1], inter[0] + s * inter[1]]
+    counts = [[0, 0, 0, 0] for _ in range(p)]  # per rank: sends, receives per class
+    for ring in channel_rings(node_of, channels):
+        for q, r in enumerate(ring):
+            right = ring[(q + 1) % p]
+            cls = int(node_of[right] != node_of[r])
+            counts[r][cls] += 1
+            counts[right][2 + cls] += 1
+    step = max(k * cost[i % 2] for row in counts for i, k in enumerate(row))
+    return 2 * (p - 1) * step + (p - 1) / p * n * gamma
+
+
+def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
+    """Double binary tree, reduce up then broadcast down, pipelined (module docstring)."""
+    if p <= 1 or n <= 0:
+        return 0.0
+    depth = tree_depth(p)
+    k = max(math.ceil(n / 2 / tree_chunk_bytes(n, depth)), 1)
+    c = n / (2 * k)
+    queue = kids = 0
+    for r in range(p):
+        shapes = double_binary_tree(p, r)
+        children = sum(len(ch) for _, ch in shapes)
+        parents = sum(up >= 0 for up, _ in shapes)
+        queue, kids = max(queue, children, parents), max(kids, children)
+    step = queue * (alpha + c * beta)
+    return (depth + k - 1) * (2 * step + kids * c * gamma)

@@ -1,0 +1,158 @@
+"""tree: NCCL's double binary tree AllReduce — latency lg p instead of the ring's p.
+
+Two complementary binary trees over the p ranks (``costmodel.algos.double_binary_tree``):
+tree 0 is NCCL's in-order binary tree (rank 0 the root, the odd ranks its
+leaves); tree 1 its mirror (rank r plays p-1-r) for even p, its shift by one for
+odd p. For even p a leaf of one tree is an inner rank of the other, so over the
+two trees every rank sends and receives about 2n, like the ring. Tree t reduces
+half t of the buffer (the first half takes the odd element), cut into about
+4·D chunks (``tree_chunk_bytes``: 64 KiB to 1 MiB); the two trees work at the same time.
+
+1. Reduce up, pipelined: for chunk j = 0, 1, ...: post the receives of chunk j
+   from every child of both trees (into preallocated scratch, one chunk per
+   child); then, one tree at a time, wait for that tree's receives together
+   with this rank's send of its chunk j-1, add the children's chunks into the
+   buffer in a fixed order (own + first child + second child) and send chunk j
+   to the parent (``isend``, completed at the next chunk). One wait over both
+   trees could deadlock: a rank can sit above another in one tree and below
+   it in the other (p = 2). A rank at height h works on chunk j while those under
+   it work on chunk j+1, j+2, ...: the chunks stream up the tree.
+2. (op="mean") the root of each tree scales each chunk once it is complete.
+3. Broadcast down, pipelined: for chunk j: receive chunk j from the parent of
+   each tree straight into the buffer (waiting, tree by tree, with the sends of
+   chunk j-1), then send it to the children. Every element is summed once, at its root, and
+   copied down: every rank ends bit-identical.
+
+Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes, q <= 2 the most
+messages a rank has on one send or receive queue per step, q = 1 at p = 2):
+
+    T_tree = (D + k - 1)·(2·q·(α + c·β) + 2·c·γ)
+
+so ≈ 4·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α, and for large n
+(k ≫ D) ≈ 2n·β + n·γ (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
+plus a pipeline fill of (D-1) chunk steps. It wins where latency dominates —
+small and medium buffers at many ranks; the ring wins for large buffers on few
+ranks. ``costmodel.algos.tree_allreduce_time`` evaluates it from the trees'
+shapes; ``tree_bytes_sent`` gives each rank's bytes exactly.
+
+NCCL builds the trees over nodes with a chain inside each node; here they span
+ranks directly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpicomm.core.backend import array_module, sync_device
+from mpicomm.costmodel.algos import double_binary_tree, tree_chunk_bytes, tree_chunks, tree_depth
+from mpicomm.reducers.base import Reducer
+
+__all__ = ["TreeReducer"]
+
+_TAG_UP, _TAG_DOWN = 70, 72  # + tree index
+
+
+class _Plan:
+    """Per (length, dtype, array type): each tree's chunk offsets and the children's scratch."""
+
+    __slots__ = ("chunks", "count", "scratch")
+
+    def __init__(self, chunks, count, scratch) -> None:
+        self.chunks = chunks  # per tree: absolute offsets cutting its half into chunks
+        self.count = count  # most chunks of either tree (the loop length)
+        self.scratch = scratch  # per tree, per child: one chunk of scratch
+
+
+class TreeReducer(Reducer):
+    """Double binary tree AllReduce, pipelined in chunks (see module docstring)."""
+
+    name = "tree"
+
+    def __init__(self, comm, options, **kw) -> None:
+        super().__init__(comm, options, **kw)
+        self._trees = double_binary_tree(self.size, self.rank)  # ((parent, children), ...)
+        self._depth = tree_depth(self.size)
+        self._plans: dict[tuple, _Plan] = {}
+        self._store: dict = {}  # array module name -> scratch for every child's chunk
+
+    def _plan(self, flat) -> _Plan:
+        key = (flat.size, flat.dtype.char, type(flat))
+        plan = self._plans.get(key)
+        if plan is None:
+            first = flat.size - flat.size // 2
+            step = tree_chunk_bytes(flat.nbytes, self._depth)  # same on every rank
+            chunks = [[lo + o for o in tree_chunks(hi - lo, flat.itemsize, step)]
+                      for lo, hi in ((0, first), (first, flat.size))]
+            count = max(len(c) - 1 for c in chunks)
+            plan = self._plans[key] = _Plan(chunks, count, self._scratch(flat, chunks))
+        return plan
+
+    def _scratch(self, flat, chunks):
+        """One chunk of scratch per child of each tree, views into one reused buffer."""
+        widest = max((b - a for c in chunks for a, b in zip(c[:-1], c[1:], strict=True)), default=1)
+        need = max(widest, 1) * flat.itemsize
+        need += -need % 8
+        nkids = sum(len(children) for _, children in self._trees)
+        xp = array_module(flat)
+        raw = self._store.get(xp.__name__)
+        if raw is None or raw.nbytes < max(nkids, 1) * need:  # at most 4 chunks of 1 MiB
+            raw = self._store[xp.__name__] = xp.empty(max(nkids, 1) * need, dtype=np.uint8)
+            self._plans.clear()  # older plans view the old buffer: drop them
+        views, i = [], 0
+        for _, children in self._trees:
+            views.append([raw[(i + j) * need:(i + j + 1) * need].view(flat.dtype)
+                          for j in range(len(children))])
+            i += len(children)
+        return views
+
+    def _allreduce(self, flat, scale) -> None:
+        # one rank: both trees are a lone root, which scales; n = 0: no chunks
+        plan = self._plan(flat)
+        self._reduce_up(flat, plan, scale, not isinstance(flat, np.ndarray))
+        self._broadcast_down(flat, plan)
+
+    def _chunk_j(self, flat, plan: _Plan, j: int):
+        """Yield (tree, parent, children, chunk j of the tree's half) for trees that have it."""
+        for t, (up, children) in enumerate(self._trees):
+            bounds = plan.chunks[t]
+            if j + 1 < len(bounds):
+                yield t, up, children, flat[bounds[j]:bounds[j + 1]]
+
+    def _reduce_up(self, flat, plan: _Plan, scale, on_device: bool) -> None:
+        """Steps 1-2: stream the chunks up both trees; the roots scale for op="mean"."""
+        p2p, pending = self.p2p, [[], []]  # per tree: the send of the previous chunk
+        for j in range(plan.count):
+            posted = []
+            for t, up, children, chunk in self._chunk_j(flat, plan, j):
+                got = [s[:chunk.size] for s in plan.scratch[t]]
+                reqs = [p2p.irecv(g, c, _TAG_UP + t) for g, c in zip(got, children, strict=True)]
+                posted.append((t, up, chunk, got, reqs))
+            for t, up, chunk, got, reqs in posted:  # one tree at a time: see _broadcast_down
+                p2p.waitall(reqs + pending[t])
+                for g in got:
+                    np.add(chunk, g, out=chunk)
+                if up < 0 and scale is not None:
+                    chunk *= scale
+                if on_device:
+                    sync_device(chunk)
+                pending[t] = [p2p.isend(chunk, up, _TAG_UP + t)] if up >= 0 else []
+        p2p.waitall(pending[0] + pending[1])
+
+    def _broadcast_down(self, flat, plan: _Plan) -> None:
+        """Step 3: stream the reduced chunks from each root down its tree.
+
+        Each tree's messages are waited for apart: a rank may be the parent of
+        another in one tree and its child in the other (p = 2: 0 above 1 in
+        tree 0, 1 above 0 in tree 1), so one wait over both trees would have
+        each rank wait for the other before sending.
+        """
+        p2p, pending = self.p2p, [[], []]
+        for j in range(plan.count):
+            posted = []
+            for t, up, children, chunk in self._chunk_j(flat, plan, j):
+                reqs = [p2p.irecv(chunk, up, _TAG_DOWN + t)] if up >= 0 else []
+                posted.append((t, children, chunk, reqs))
+            for t, children, chunk, reqs in posted:
+                p2p.waitall(reqs + pending[t])
+                pending[t] = [p2p.isend(chunk, c, _TAG_DOWN + t) for c in children]
+        p2p.waitall(pending[0] + pending[1])

@@ -1,0 +1,121 @@
+"""tree (double binary tree) against NumPy at 1-8 ranks, bit-identical on every rank, and
+its shapes and byte counts against ``mpicomm.costmodel.algos``."""
+
+import math
+
+import pytest
+from mpi_harness import run_script
+
+from mpicomm.costmodel import ring_time
+from mpicomm.costmodel.algos import (
+    TREE_CHUNK_BYTES,
+    TREE_MIN_CHUNK_BYTES,
+    double_binary_tree,
+    tree_allreduce_time,
+    tree_bytes_sent,
+    tree_chunk_bytes,
+    tree_depth,
+)
+
+# 0 and 1 leave a tree empty; 131101 (prime) moves 4 (float32) or 8 (float64) chunks of
+# 64 KiB per tree
+LENGTHS = "0,1,2,p-1,13,1009,131101"
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_tree_matches_numpy(nranks):
+    res = run_script(nranks, "check_reducer.py", "tree", "{}", "--lengths", LENGTHS, timeout=240)
+    res.expect_ok()
+    assert all(r["calls"] > 0 for r in res.records)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nranks", [3, 8])
+def test_tree_many_chunks(nranks):
+    """1000003 elements: 1 MiB chunks (3 ranks) or ~170 KiB ones (8 ranks), 4 to 12 per tree."""
+    res = run_script(nranks, "check_reducer.py", "tree", "{}", "--lengths", "1000003",
+                     "--repeat", "1", timeout=300)
+    res.expect_ok()
+
+
+@pytest.mark.parametrize("nranks", [2, 3, 5, 8])
+def test_tree_bit_identical_and_bytes_as_formula(nranks):
+    res = run_script(nranks, "check_identical.py", "tree", "{}", "--lengths", "0,1,p-1,131101",
+                     timeout=180)
+    res.expect_ok()
+    assert all(r["bytes_sent"] > 0 for r in res.records)
+
+
+def test_tree_over_emulated_links():
+    """The emulated transport's isend/irecv (headers, sleeps) carry the tree too."""
+    res = run_script(4, "check_reducer.py", "tree", '{"ranks_per_node": 2, "inter_link": '
+                     '"5us,10GB/s"}', "--lengths", "1,1009,131101", timeout=180)
+    res.expect_ok()
+    assert all(r["emulated"] for r in res.records)
+
+
+@pytest.mark.parametrize("p", list(range(1, 41)))
+def test_double_tree_spans_every_rank(p):
+    for t in (0, 1):
+        shapes = [double_binary_tree(p, r)[t] for r in range(p)]
+        assert sum(up < 0 for up, _ in shapes) == 1  # one root
+        for r, (up, children) in enumerate(shapes):
+            assert len(children) <= 2
+            assert all(shapes[c][0] == r for c in children)
+            assert up < 0 or r in shapes[up][1]
+    assert tree_depth(p) == (math.ceil(math.log2(p)) if p > 1 else 0)
+
+
+@pytest.mark.parametrize("p", [2, 4, 6, 8, 16])
+def test_double_tree_leaves_are_inner_ranks_of_the_other(p):
+    """Even p: each rank is a leaf in exactly one tree (NCCL's complementary trees)."""
+    for r in range(p):
+        leaf = [not children for _, children in double_binary_tree(p, r)]
+        assert leaf.count(True) == 1, (p, r, leaf)
+
+
+def test_tree_bytes_formula_by_hand():
+    # p = 2: tree 0 is 0 -> 1, tree 1 is 1 -> 0; n = 5 float64: halves 3 and 2 items.
+    # rank 0 is tree 0's root (sends 3 down) and tree 1's leaf (sends 2 up).
+    assert tree_bytes_sent(5, 8, 2, 0) == (3 + 2) * 8
+    assert tree_bytes_sent(5, 8, 2, 1) == (3 + 2) * 8
+    assert tree_bytes_sent(5, 8, 1, 0) == 0
+    # every rank sends at most 2n (ring: 2(p-1)/p·n); summed over ranks each tree's
+    # edges carry its half twice: 2·(p-1)·n in all
+    for p in (3, 8, 13):
+        total = sum(tree_bytes_sent(1001, 4, p, r) for r in range(p))
+        assert total == 2 * (p - 1) * 1001 * 4
+        assert max(tree_bytes_sent(1001, 4, p, r) for r in range(p)) <= 2 * 1001 * 4 + 8
+
+
+def test_tree_time_latency_and_bandwidth_limits():
+    alpha, beta = 1e-5, 1e-9
+    # one chunk: 2 phases of depth D steps, 2 messages per step each
+    n = 1024
+    d = tree_depth(64)
+    assert tree_allreduce_time(64, n, alpha, 0.0, 0.0) == pytest.approx(d * 2 * 2 * alpha)
+    # at 64 ranks and small n the tree beats the ring's 2(p-1)α
+    assert tree_allreduce_time(64, n, alpha, beta, 0.0) < ring_time(64, n, alpha, beta, 0.0)
+    # large n: about 2nβ (the ring's bandwidth), plus the pipeline fill
+    big = 1 << 30
+    t = tree_allreduce_time(8, big, 0.0, beta, 0.0)
+    fill = (tree_depth(8) - 1) * TREE_CHUNK_BYTES / (big / 2)  # chunk steps beyond the k needed
+    assert 2 * big * beta <= t <= 2 * big * beta * (1 + fill)
+    assert tree_allreduce_time(1, big, alpha, beta, 0.0) == 0.0
+
+
+def test_tree_chunks_about_four_per_level():
+    assert tree_chunk_bytes(1000, 3) == TREE_MIN_CHUNK_BYTES  # small: one chunk of at most 64 KiB
+    assert tree_chunk_bytes(1 << 30, 3) == TREE_CHUNK_BYTES  # large: 1 MiB, 512 per half
+    n, depth = 48 << 20, 3  # 24 MiB per half over depth 3: 2 MiB wanted, capped
+    c = tree_chunk_bytes(n, depth)
+    assert c % 8 == 0 and TREE_MIN_CHUNK_BYTES <= c <= TREE_CHUNK_BYTES
+    n = 12 << 20  # 6 MiB per half: 12 chunks of 512 KiB
+    assert tree_chunk_bytes(n, depth) == 512 << 10
+
+
+def test_tree_bad_input_errors_on_every_rank():
+    """Mismatched lengths, bad dtypes and ops: one clear error on every rank, then it works."""
+    res = run_script(3, "check_errors.py", "tree", "{}", timeout=90)
+    res.expect_ok()
+    assert all("elements" in r["mismatch_message"] for r in res.records)
