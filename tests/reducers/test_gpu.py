@@ -12,7 +12,7 @@ array handed to an MPI that is not CUDA-aware, which the stand-in refuses) fails
 import json
 
 import pytest
-from mpi_harness import STRATEGY_CASES, run_script
+from mpi_harness import STRATEGY_CASES, run_mpi, run_script
 
 pytestmark = pytest.mark.gpu
 
@@ -47,3 +47,21 @@ def test_cupy_buffers_match_numpy(strategy, options, nranks, staging, gpu_backen
             continue
         t, cases = rec["transfers"], rec["cases"]
         assert (t["h2d"], t["d2h"]) == (per_case * cases, per_case * cases), (rec["rank"], t)
+
+
+PROBE = ("from mpi_harness import report; from mpicomm.core.gpu import probe_cuda_aware; "
+         "report(ok=True, **probe_cuda_aware())")
+
+
+@pytest.mark.parametrize("aware", ["1", "0"])
+def test_cuda_awareness_probe_hands_device_buffers_to_mpi(aware, gpu_backend):
+    res = run_mpi(2, ["-c", PROBE], env={"MPICOMM_CUDA_AWARE": aware}, timeout=120).expect_ok()
+    got = [{k: v for k, v in r.items() if k != "rank"} for r in res.records]
+    assert len(got) == 2 and got[0] == got[1], got  # the same verdict on every rank
+    got = got[0]
+    if gpu_backend == "real":  # the verdict is the MPI's; it must at least agree with itself
+        assert not got["mpi_reports_cuda"] or got["device_transfer_ok"], got
+    elif aware == "1":  # the stand-in's MPI takes host memory behind __cuda_array_interface__
+        assert got["device_transfer_ok"] and got["error"] is None, got
+    else:  # ... and refuses it when the job says MPI is not CUDA-aware
+        assert not got["device_transfer_ok"] and "not CUDA-aware" in got["error"], got
