@@ -18,6 +18,9 @@ pytestmark = pytest.mark.gpu
 
 CASES = STRATEGY_CASES
 LENGTHS = "1,2,p-1,1000,1000003"
+# on the CPU stand-in: still several 1 MiB scratch pieces in float32 and float64, a third
+# of the time (the numpy tests in test_<strategy>.py run 1,000,003 through the same code)
+STANDIN_LENGTHS = "1,2,p-1,1000,300007"
 
 
 def _mpi_cuda_aware() -> bool:
@@ -36,7 +39,8 @@ def test_cupy_buffers_match_numpy(strategy, options, nranks, staging, gpu_backen
     nranks = max(nranks, options.get("servers", 1) + bool(options.get("dedicated")))
     env = {"MPICOMM_CUDA_AWARE": "0" if staging == "staged" else "1"}
     res = run_script(nranks, "check_reducer.py", strategy, json.dumps(options), "--xp", "cupy",
-                     "--lengths", LENGTHS, env=env, timeout=300)
+                     "--lengths", STANDIN_LENGTHS if gpu_backend == "standin" else LENGTHS,
+                     env=env, timeout=300)
     res.expect_ok()
     if gpu_backend != "standin":
         return
