@@ -2,3 +2,47 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# --- GPU-marked tests: real CuPy when a GPU is there, else the CPU stand-in (tests/fake_cupy)
+import functools  # noqa: E402
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+STANDIN_DIR = str(Path(__file__).resolve().parent / "fake_cupy")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--gpu-backend", choices=("auto", "real", "standin"), default="auto",
+        help="CuPy for @pytest.mark.gpu tests: real CuPy on a GPU, the NumPy stand-in in "
+             "tests/fake_cupy, or auto (real when a GPU is usable, else the stand-in; "
+             "MPICOMM_CUPY_STANDIN=0 makes auto skip instead)")
+
+
+@functools.cache
+def real_cupy_usable() -> bool:
+    """True when a real CuPy (not the stand-in) finds a CUDA device."""
+    try:
+        import cupy
+
+        return not getattr(cupy, "STANDIN", False) and cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no cupy, no driver, no device
+        return False
+
+
+@pytest.fixture(autouse=True)
+def gpu_backend(request, monkeypatch):
+    """For gpu-marked tests: "real" or "standin" (MPI jobs then import tests/fake_cupy as
+    cupy: run_mpi puts it on PYTHONPATH via MPICOMM_CUPY_STANDIN); skip when neither."""
+    if request.node.get_closest_marker("gpu") is None:
+        return None
+    want = request.config.getoption("--gpu-backend")
+    if want != "standin" and real_cupy_usable():
+        return "real"
+    if want == "real":
+        pytest.fail("--gpu-backend real: CuPy is missing or finds no CUDA device")
+    if want == "auto" and os.environ.get("MPICOMM_CUPY_STANDIN") == "0":
+        pytest.skip("needs CuPy and a CUDA GPU (stand-in disabled: MPICOMM_CUPY_STANDIN=0)")
+    monkeypatch.setenv("MPICOMM_CUPY_STANDIN", STANDIN_DIR)
+    return "standin"

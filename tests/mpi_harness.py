@@ -173,7 +173,11 @@ def run_mpi(
     cmd = [launcher, "-n", str(nranks), sys.executable, *argv]
     full_env = dict(os.environ) | launcher_env(launcher)
     tests_dir = str(Path(__file__).resolve().parent)
-    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")])
+    paths = [str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")]
+    standin = full_env.get("MPICOMM_CUPY_STANDIN", "")
+    if standin not in ("", "0"):  # a gpu-marked test on the CuPy stand-in (conftest.gpu_backend)
+        paths.insert(0, standin)
+    full_env["PYTHONPATH"] = os.pathsep.join(paths)
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     if env:
         full_env.update(env)

@@ -213,9 +213,9 @@ def test_info_reports_cupy_gpus_and_cuda_awareness():
 
 
 @pytest.mark.gpu
-def test_bench_on_gpu_buffers(tmp_path):
-    """CuPy buffers through the same reducers: every strategy's sums are exact."""
-    pytest.importorskip("cupy")
+def test_bench_on_gpu_buffers(tmp_path, gpu_backend):
+    """CuPy buffers through the same reducers (real, or the stand-in: conftest.gpu_backend):
+    every strategy's sums are exact."""
     js = tmp_path / "g.json"
     res = run_mpi(2, [*BENCH, "--device", "gpu", "--strategies", "native,ring,ps,auto",
                       "-b", "8", "-e", "4M", "-f", "16", "-n", "5", "-w", "1", "-c", "2",
@@ -223,4 +223,5 @@ def test_bench_on_gpu_buffers(tmp_path):
     assert res.returncode == 0, res.tail()
     data = _strict(js)
     assert data["config"]["device"] == "gpu"
-    assert all(r["wrong"] == 0 for r in data["results"]) and len(data["results"]) == 4 * 6
+    sizes = 5  # 8 B × 16^k up to 4 MiB: 8, 128, 2K, 32K, 512K (8M is past -e)
+    assert all(r["wrong"] == 0 for r in data["results"]) and len(data["results"]) == 4 * sizes

@@ -4,6 +4,8 @@
 commands, before any message between ranks) when CuPy is missing or finds no
 GPU, instead of a traceback on every rank. ``gpu_info()`` is what ``info``
 reports: CuPy's version (or why it is absent), the GPUs and CUDA-aware MPI.
+``probe_cuda_aware()`` goes further than asking MPI: it hands device buffers to
+``Sendrecv`` around the ranks and checks what arrived (experiments/gpu_check.sh).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["import_cupy", "gpu_info", "INSTALL_HINT"]
+__all__ = ["import_cupy", "gpu_info", "probe_cuda_aware", "INSTALL_HINT"]
 
 INSTALL_HINT = ("install CuPy for your CUDA: pip install 'mpicomm[gpu]' (cupy-cuda12x), "
                 "or pip install cupy-cuda11x")
@@ -63,3 +65,40 @@ def gpu_info() -> dict:
     except Exception as exc:  # noqa: BLE001 - no driver / no device
         info.update(gpus=[], gpu_note=f"CuPy present but no usable GPU ({exc})")
     return info
+
+
+def probe_cuda_aware(comm: Any = None, n: int = 1 << 20) -> dict:
+    """Send a CuPy buffer around the ranks straight through MPI; return what happened.
+
+    Collective over ``comm`` (default ``MPI.COMM_WORLD``): 1. each rank fills ``n``
+    float32 on its GPU with rank + 1; 2. ``Sendrecv`` to the right, from the left,
+    handing MPI the device buffers; 3. each checks it got its left neighbour's value;
+    4. the ranks agree on the verdict. An exception in MPI (a library refusing the
+    device pointer) is reported, not raised; an MPI without CUDA support may instead
+    crash the job, so run this in a job of its own.
+
+    Returns:
+        ``{"mpi_reports_cuda": MPIX_Query_cuda_support, "device_transfer_ok": bool,
+        "error": str | None, "ranks": p}`` (the same on every rank).
+    """
+    from mpi4py import MPI
+
+    from mpicomm.core.backend import _query_mpi_cuda_support
+
+    cupy = import_cupy("probe")
+    comm = MPI.COMM_WORLD if comm is None else comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    cupy.cuda.Device(rank % cupy.cuda.runtime.getDeviceCount()).use()
+    send = cupy.full(n, rank + 1, dtype=cupy.float32)
+    recv = cupy.zeros(n, dtype=cupy.float32)
+    cupy.cuda.get_current_stream().synchronize()
+    error = None
+    try:
+        comm.Sendrecv(send, (rank + 1) % size, 7, recv, (rank - 1) % size, 7)
+        ok = bool((recv == ((rank - 1) % size + 1)).all())
+    except Exception as exc:  # noqa: BLE001 - the finding: MPI refused device memory
+        ok, error = False, f"{type(exc).__name__}: {exc}"
+    errors = [e for e in comm.allgather(error) if e]  # once, small: the pickling call is fine
+    return {"mpi_reports_cuda": _query_mpi_cuda_support(), "ranks": size,
+            "device_transfer_ok": bool(comm.allreduce(ok, op=MPI.LAND)),
+            "error": errors[0] if errors else None}

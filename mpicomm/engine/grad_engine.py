@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from mpicomm.core import clock, trace
+from mpicomm.core import clock, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine.async_reducer import AsyncReducer, Work
 from mpicomm.engine.buckets import Bucket, plan_buckets
@@ -81,6 +81,7 @@ class GradEngine:
                                                                strict=True)]
         self._micro = 0
         self.comm_total_s = self.comm_exposed_s = 0.0
+        self._nvtx_names = [f"bucket {b.index}" for b in self.buckets]  # train --nvtx
 
     # ---------------------------------------------------------------- steps
     def backward(self, layers: Iterator[int], *, last: bool = True) -> None:
@@ -121,13 +122,15 @@ class GradEngine:
             t0 = perf()
             if self._async is not None:
                 work = self._works[k]
-                work.wait()
+                with nvtx.range(self._nvtx_names[k]):  # Nsight: the wait for bucket k
+                    work.wait()
                 t1 = perf()
                 self.comm_total_s += work.seconds
                 if rec is not None:
                     rec.complete(f"wait bucket {k}", "wait", t0, t1, thread="training")
             else:
-                self.reducer.allreduce(self.views[k], op="mean")
+                with nvtx.range(self._nvtx_names[k]):
+                    self.reducer.allreduce(self.views[k], op="mean")
                 t1 = perf()
                 self.comm_total_s += t1 - t0
                 if rec is not None:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core import clock
+from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import (
     HostStage,
     check_buffer,
@@ -155,10 +155,11 @@ class Reducer:
             self._check_agreement(key)
             self._checked_once = True
         scale = None if opcode == OP_SUM or self.num_workers == 1 else 1.0 / self.num_workers
-        if on_host:
-            self._allreduce(flat, scale)
-        else:
-            self._allreduce_device(flat, scale)
+        with nvtx.range(self.name):  # Nsight: one range per collective (train --nvtx)
+            if on_host:
+                self._allreduce(flat, scale)
+            else:
+                self._allreduce_device(flat, scale)
         self.stats.add(clock.now() - t0)
         return buf
 

@@ -28,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.core import nvtx
 from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
 from mpicomm.core.options import HIERARCHICAL_VARIANTS, parse_compress
 from mpicomm.reducers import strategies
+from mpicomm.train import tensorboard
 from mpicomm.train.model import parse_layers
 
 __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY"]
@@ -99,6 +101,10 @@ class TrainConfig:
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
     compress: str = "none"              # reducer: gradient compression on the wire: none | fp16
                                         # | int8 | topk:RATIO[:noef] (docs/compression.md)
+    nvtx: bool = False                  # NVTX ranges (steps, buckets, collectives) for Nsight
+                                        # Systems; needs mpicomm[nvtx] (docs/observability.md)
+    tensorboard: str | None = None      # DIR: per-step scalars for TensorBoard, one run
+                                        # directory per job under DIR (docs/observability.md)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -196,6 +202,10 @@ def _validate(cfg: TrainConfig) -> None:
         if not cfg.trace:
             bad("--trace-steps needs --trace PATH")
     _validate_ps_and_delays(cfg, bad)
+    if cfg.nvtx:  # the package missing: one line and exit 2, before any message
+        nvtx.require()
+    if cfg.tensorboard:
+        tensorboard.require()
 
 
 def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:

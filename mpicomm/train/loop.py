@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from mpicomm.codecs import make_reducer
-from mpicomm.core import clock
+from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.train import metrics, slow_rank
+from mpicomm.train import metrics, slow_rank, tensorboard
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
@@ -63,6 +63,8 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     on every rank when data, model or checkpoint set-up fails on any rank.
     """
     comm = metrics.world() if comm is None else comm
+    if cfg.nvtx:
+        nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
     if cfg.ps_mode:  # a real parameter server (servers own parameters and optimizer)
         from mpicomm.train.ps_loop import run_ps_training
 
@@ -85,6 +87,9 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     record = summarize(cfg, world, job, times, baseline_sps)   # 6.
     record.update(slow_rank.report(comm, *world.reducer.stall_channel.take_log(),
                                    world.is_worker))
+    if cfg.tensorboard and world.worker_rank == 0:  # from the per-step arrays, after the run
+        tensorboard.write_run(cfg.tensorboard, cfg, record, times, world.reducer.stats,
+                              job.start_step)
     return record
 
 
@@ -250,6 +255,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: GradEngine | N
     t0 = perf()
     for i in range(n_run):
         step = job.start_step + i
+        nvtx.push(f"step {step}")  # closed at the step's end (--nvtx; a no-op otherwise)
         rec = _trace_step(tracer, step, window)
         loss, compute = _forward_backward(cfg, job, engine, rec)               # 5a.
         t2 = perf()
@@ -274,6 +280,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: GradEngine | N
             _save(cfg, world, job, step)
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
+        nvtx.pop()
         t0 = t5
     return out
 
@@ -352,7 +359,8 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     if comm.Get_rank() == 0:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
                                    checkpoint_every=0, resume=False, json=None, dedicated=False,
-                                   trace=None, trace_steps=None, ps_mode=None, staleness=0)
+                                   trace=None, trace_steps=None, ps_mode=None, staleness=0,
+                                   tensorboard=None)
         try:
             sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]
         except SetupError:  # rank 0 has printed why; the others must hear of it, not wait
@@ -397,6 +405,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{100 * record['other_share']:.1f}%")
         if cfg.trace:
             print(f"wrote trace {cfg.trace} (open in https://ui.perfetto.dev)")
+        if cfg.tensorboard:
+            print(f"wrote TensorBoard scalars under {cfg.tensorboard} (tensorboard --logdir)")
         if cfg.json:
             write_json(cfg.json, document("train", cfg, [record], topology))
             print(f"wrote {cfg.json}")

@@ -33,7 +33,7 @@ from mpicomm.ps import PSServer, PSWorker, layout
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.reducers.stats import ReduceStats
 from mpicomm.train import loop as L
-from mpicomm.train import metrics, ps_timeline, slow_rank
+from mpicomm.train import metrics, ps_timeline, slow_rank, tensorboard
 from mpicomm.train.model import MLP, num_params
 from mpicomm.train.straggle import Delays
 from mpicomm.train.summary import _scores, _traffic, history, warm_steps
@@ -92,6 +92,8 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
     else:
         out, counts = None, _serve(cfg, lay, transport, mode, budget)
     record = _record(cfg, world, job, role, out, counts, label)              # 4.
+    if cfg.tensorboard and w == 0:  # worker 0's per-step arrays, after the run
+        tensorboard.write_run(cfg.tensorboard, cfg, record, out, role.stats, job.start_step)
     if keep is not None and world.is_worker:
         keep["params"] = job.model.params.copy()
     role.close()
