@@ -7,9 +7,10 @@ transport and stall channel). Training drives it through
 ``mpicomm.engine.PSEngine`` in the one loop (``mpicomm.train.loop``); see docs/ps.md.
 """
 
+from mpicomm.ps.group import PSGroup
 from mpicomm.ps.protocol import MODES
 from mpicomm.ps.server import PSServer
 from mpicomm.ps.sharding import Layout, layout
 from mpicomm.ps.worker import PSWorker
 
-__all__ = ["MODES", "PSServer", "PSWorker", "Layout", "layout"]
+__all__ = ["MODES", "PSServer", "PSWorker", "PSGroup", "Layout", "layout"]

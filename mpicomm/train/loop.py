@@ -27,7 +27,6 @@ import argparse
 import dataclasses
 import importlib
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -35,13 +34,9 @@ import numpy as np
 from mpicomm.codecs import make_reducer
 from mpicomm.core import clock
 from mpicomm.core.backend import sync_device
-from mpicomm.core.options import ReducerOptions
-from mpicomm.engine import GradEngine, PSEngine, plan_buckets, ps_codec
+from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.ps import PSServer, layout
-from mpicomm.ps.group import PSGroup
-from mpicomm.ps.lookahead import LookAheadMomentum
-from mpicomm.train import metrics
+from mpicomm.train import metrics, ps_setup
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (
     CheckpointError,
@@ -52,17 +47,18 @@ from mpicomm.train.checkpoint import (
 )
 from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
 from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
-from mpicomm.train.model import MLP, layer_tensors, num_params
+from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.outputs import check_outputs
 from mpicomm.train.record import build_record
 from mpicomm.train.report import document, format_table, write_json
+from mpicomm.train.sgd import SGD
 from mpicomm.train.straggle import Delays
 from mpicomm.train.trace_writer import TraceFile
 
 __all__ = [
     "TrainConfig", "ConfigError", "CheckpointError", "SetupError",
     "add_arguments", "run", "run_training", "measure_baseline", "format_table", "write_json",
-    "document", "limit_blas_threads",
+    "document", "limit_blas_threads", "SGD",
 ]
 
 
@@ -124,7 +120,7 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     threads, a flag the parameter server cannot honour, too few ranks for it.
     """
     if cfg.ps_mode:
-        reducer, steps = _ps_group(cfg, comm), cfg.steps
+        reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
         if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
             steps *= reducer.num_workers
     else:
@@ -141,40 +137,6 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
     return World(comm, reducer, reducer.is_worker, P, w, cfg.batch_size * P * cfg.accumulate,
                  xp, say, steps)
-
-
-PS_DEFAULT_BUCKET_MB = 25.0  # TrainConfig's default: --bucket-mb left alone
-
-
-def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> None:
-    """Raise ``ConfigError`` for a flag ``--ps-mode`` cannot honour on ``ranks`` ranks (no MPI).
-
-    ``single_run`` False (a run of compare, whose engine flags are shared by every
-    strategy compared): only what the parameter server cannot run at all.
-    """
-    if not cfg.ps_mode:
-        return
-    layout(ranks, cfg.servers, num_params(cfg.layers))  # at least one worker, keys per server
-    ps_codec(cfg.compress)  # fp16 / int8 only
-    if not single_run:
-        return
-    if cfg.bucket_mb != PS_DEFAULT_BUCKET_MB:
-        raise ConfigError("--bucket-mb has no effect under --ps-mode: a worker pushes one "
-                          "range to each server per step")
-    if cfg.validate is not None:
-        raise ConfigError("--validate/--no-validate has no effect under --ps-mode: the "
-                          "servers' protocol fixes every message's size")
-
-
-def _ps_group(cfg: TrainConfig, comm: Any) -> PSGroup:
-    """The parameter-server group of ``--ps-mode``, made with the run's links and codec."""
-    check_ps_flags(cfg, comm.Get_size(), single_run=False)
-    codec = ps_codec(cfg.compress)
-    opts = ReducerOptions(ranks_per_node=cfg.ranks_per_node, inter_link=cfg.inter_link,
-                          intra_link=cfg.intra_link)  # MPICOMM_*_LINK as for a reducer
-    return PSGroup(comm, servers=cfg.servers, num_params=num_params(cfg.layers),
-                   label=f"ps:{cfg.ps_mode}", ranks_per_node=opts.ranks_per_node,
-                   inter_link=opts.inter_link, intra_link=opts.intra_link, codec=codec)
 
 
 # --------------------------------------------------------------- 3. set-up
@@ -214,7 +176,7 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
     job.start_step = int(metrics.max_over_ranks(comm, np.array([job.start_step]))[0])
     if world.is_worker:
         world.say(
-            f"{cfg.strategy}: {comm.Get_size()} ranks, {world.workers} workers | model "
+            f"{_label(cfg)}: {comm.Get_size()} ranks, {world.workers} workers | model "
             f"{_layers_text(cfg.layers)} ({job.model.num_params:,} params, "
             f"{job.model.grads.nbytes / 2**10:,.0f} KiB of grads) | batch {cfg.batch_size}/worker"
             + (f" × {cfg.accumulate} micro-batches" if cfg.accumulate > 1 else "")
@@ -248,6 +210,11 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     return job
 
 
+def _label(cfg: TrainConfig) -> str:
+    """The run's name in progress lines: the strategy, ``ps:MODE`` for a parameter server."""
+    return f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy
+
+
 def _layers_text(layers: tuple[int, ...]) -> str:
     text = "-".join(map(str, layers))
     return text if len(text) <= 40 else f"{layers[0]}-...({len(layers) - 2} hidden)...-{layers[-1]}"
@@ -256,8 +223,8 @@ def _layers_text(layers: tuple[int, ...]) -> str:
 # --------------------------------------------------------------- 4. engine
 def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngine | None:
     """Return the worker's sync engine (None on a server, which gets its shard here)."""
-    if cfg.ps_mode:
-        return _ps_engine(cfg, world, job)
+    if cfg.ps_mode:  # a worker's PSEngine; a server gets its shard and optimizer
+        return ps_setup.make_ps_engine(cfg, world.reducer, job.model)
     if not world.is_worker:
         return None
     m = job.model
@@ -267,59 +234,6 @@ def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngi
     if job.codec_state is not None and hasattr(world.reducer, "load_codec_state"):
         world.reducer.load_codec_state(job.codec_state)  # error feedback, as saved
     return engine
-
-
-def _ps_engine(cfg: TrainConfig, world: World, job: Job) -> PSEngine | None:
-    """A worker's ``PSEngine``; on a server, attach its ``PSServer`` (shard, SGD, mode)."""
-    group, model = world.reducer, job.model
-    if world.is_worker:
-        return PSEngine(group.client(np.dtype(cfg.dtype)), model.params, model.grads,
-                        accumulate=cfg.accumulate)
-    lo, hi = group.shard()
-    velocity = None
-    if cfg.resume:  # the workers checked the file in set-up; a sync run only
-        with np.load(cfg.checkpoint, allow_pickle=False) as ck:
-            shard = ck["params"][lo:hi].astype(cfg.dtype)
-            velocity = ck["momentum"][lo:hi].astype(cfg.dtype)
-    else:
-        shard = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=np).params[lo:hi].copy()
-
-    def make_optimizer(p: np.ndarray, g: np.ndarray, v: np.ndarray) -> Any:
-        sgd = SGD(np, p, g, v, [SimpleNamespace(lo=0, hi=p.size)], cfg.momentum,
-                  cfg.weight_decay)  # the loop's update rule, on this shard
-        return lambda lr: sgd.update(0, lr)
-
-    mode, W = cfg.ps_algorithm, world.workers
-    ahead = None
-    if mode != "sync" and cfg.ps_momentum == "lookahead":
-        ahead = LookAheadMomentum(shard, W, cfg.momentum, cfg.weight_decay)
-    group.attach_server(PSServer(group.p2p, group.layout, shard, make_optimizer, mode,
-                                 cfg.staleness, None if mode == "sync" else cfg.steps * W,
-                                 ahead, velocity, group.codec))
-    return None
-
-
-class SGD:
-    """SGD with momentum and weight decay, one bucket's slice at a time, in place.
-
-    v = mu·v + g + wd·p ;  p -= lr·v   (the bucket's grads double as scratch)
-    """
-
-    def __init__(self, xp: Any, params: Any, grads: Any, velocity: Any, buckets: list,
-                 mu: float, wd: float) -> None:
-        self.xp, self.mu, self.wd = xp, mu, wd
-        self.views = [(params[b.lo : b.hi], grads[b.lo : b.hi], velocity[b.lo : b.hi])
-                      for b in buckets]  # made once, reused every step
-
-    def update(self, k: int, lr: float) -> None:
-        p, g, v = self.views[k]
-        v *= self.mu
-        v += g
-        if self.wd:
-            self.xp.multiply(p, self.wd, out=g)
-            v += g
-        self.xp.multiply(v, lr, out=g)
-        p -= g
 
 
 # ------------------------------------------------------------------ 5. loop
@@ -424,7 +338,7 @@ def _log(cfg: TrainConfig, world: World, step: int, i: int, lr: float, losses: n
     if cfg.log_every and (step + 1) % cfg.log_every == 0:
         k = min(cfg.log_every, i + 1)
         window = times[i - k + 1 : i, 0].sum() + current
-        world.say(f"{cfg.strategy} step {step + 1:5d}/{cfg.steps}  loss "
+        world.say(f"{_label(cfg)} step {step + 1:5d}/{cfg.steps}  loss "
                   f"{losses[i - k + 1 : i + 1].mean():.4f}  lr {lr:.4g}  "
                   f"{world.global_batch * k / window:,.0f} samples/s", flush=True)
 
@@ -462,7 +376,8 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     if comm.Get_rank() == 0:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
                                    checkpoint_every=0, resume=False, json=None, dedicated=False,
-                                   trace=None, trace_steps=None, ps_mode=None, staleness=0)
+                                   trace=None, trace_steps=None, ps_mode=None, staleness=0,
+                                   compress="none")  # one rank: nothing on the wire
         try:
             sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]
         except SetupError:  # rank 0 has printed why; the others must hear of it, not wait
@@ -481,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
     comm = metrics.world()
     try:
         cfg = TrainConfig.from_args(args)
-        check_ps_flags(cfg, comm.Get_size())
+        ps_setup.check_ps_flags(cfg, comm.Get_size())
     except ConfigError as exc:  # identical on every rank: no rank is left waiting
         if comm.Get_rank() == 0:
             print(f"mpicomm train: error: {exc}", flush=True)
