@@ -274,3 +274,50 @@ def test_flags_are_generated_from_every_config_field():
 def test_engine_flags_refuse_invalid_values(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(**kwargs)
+
+
+def test_resume_with_the_global_batch_split_differently(tmp_path):
+    """Issue 19 §2: the position is saved in global batches, so 64 rows x 1 saved and resumed as
+    32 rows x 2 micro-batches reads on from the same row (before: 0.766248 against 0.765634)."""
+    common = [*SMALL, "--strategy", "ring", "--dtype", "float64"]  # 512 rows: 8 steps an epoch
+    whole = tmp_path / "whole.json"
+    ok(train(1, *common, "--batch-size", "64", "--steps", "20", "--json", whole))
+    ck, rest = tmp_path / "ck.npz", tmp_path / "rest.json"
+    ok(train(1, *common, "--batch-size", "64", "--steps", "10", "--checkpoint", ck))
+    ok(train(1, *common, "--batch-size", "32", "--accumulate", "2", "--steps", "20",
+             "--checkpoint", ck, "--resume", "--json", rest))
+    a, b = (json.loads(p.read_text())["results"][0] for p in (whole, rest))
+    assert b["resumed_from_step"] == 10
+    assert b["final_loss"] == pytest.approx(a["final_loss"], rel=1e-10), (a, b)
+    assert b["train_loss_last"] == pytest.approx(a["train_loss_last"], rel=1e-10)
+
+
+def test_codec_state_travels_in_the_checkpoint():
+    """A reducer with codec_state()/load_codec_state() has its arrays saved and read back."""
+    from mpicomm.train.checkpoint import codec_state_arrays, restore_codec_state
+
+    class WithState:
+        def codec_state(self):
+            return {"7": np.arange(5.0), "bucket 2": np.ones(3, dtype=np.float32)}
+
+    arrays = codec_state_arrays(WithState())
+    assert len(arrays) == 2
+    state = restore_codec_state({"params": np.zeros(2), **arrays})
+    assert set(state) == {"7", "bucket 2"}
+    np.testing.assert_array_equal(state["7"], np.arange(5.0))
+    assert codec_state_arrays(object()) == {} and restore_codec_state({"params": 1}) is None
+
+
+@pytest.mark.parametrize("flag, path, fragment", [
+    ("--json", "/nonexistent/x.json", "folder /nonexistent does not exist"),
+    ("--trace", "/nonexistent/t.json", "--trace /nonexistent/t.json"),
+    ("--checkpoint", "/nonexistent/c.npz", "--checkpoint"),
+    ("--json", "/", "is a folder"),
+])
+def test_output_paths_checked_before_the_first_step(flag, path, fragment):
+    """Issue 19 §5: one line, exit 2, before any step (100,000 steps would time out)."""
+    res = train(2, *SMALL, "--strategy", "ring", "--steps", "100000", flag, path, timeout=60)
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    lines = [x for x in res.stdout.splitlines() if x.strip()]
+    assert len(lines) == 1 and fragment in lines[0], res.stdout
+    assert "Traceback" not in res.stdout + res.stderr

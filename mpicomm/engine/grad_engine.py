@@ -139,6 +139,14 @@ class GradEngine:
             self.comm_exposed_s += t1 - t0
             yield bucket
 
+    stopped = False  # the engine contract (``PSEngine``): this engine never asks to stop
+
+    def start_step(self, step: int, lr: float) -> None:
+        """The engine contract: nothing to do (the loop applies the optimizer)."""
+
+    def sync_state(self, momentum: Any) -> None:
+        """The engine contract: nothing to do (the loop owns ``momentum``)."""
+
     def take_times(self) -> tuple[float, float]:
         """Return (comm_total_s, comm_exposed_s) since the last call and reset them."""
         out = (self.comm_total_s, self.comm_exposed_s)

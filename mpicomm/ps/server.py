@@ -31,6 +31,13 @@ stop in its status reply, so workers finish at different steps. A finished
 worker sends DONE; it no longer counts as "the slowest". When every worker is
 done the servers send their final ranges to all and return.
 
+Compression (``codec``: an fp16/int8 codec of ``mpicomm.codecs``): a push
+arrives encoded and is decoded before it is applied; a pull carries the
+encoded *change* of the parameters since what that worker holds — the server
+keeps each worker's copy (``view[i]``, W·n/S floats) and adds to it exactly
+what the worker will add, so the rounding of one pull is sent with the next
+(error feedback) and never accumulates. The final parameters are sent whole.
+
 Cost per push, n/S keys: α + (n/S)·β to receive, (n/S)·γ' for the optimizer
 (4 vector passes; 7 with look-ahead), α + (n/S)·β for the reply; a server's link carries 2·W·n/S
 per step, as the dedicated ``ps`` reducer's.
@@ -44,6 +51,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.core import clock, trace
 from mpicomm.ps import protocol as P
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.ps.sharding import Layout
@@ -65,13 +73,15 @@ class PSServer:
         lookahead: async/ssp: the ``LookAheadMomentum`` for ``params`` (None: apply
             ``make_optimizer``'s rule to g/W, one shared velocity).
         velocity: the shared velocity to start from (a resumed sync run); zeros if None.
+        codec: encode pushes and pulls with it (``encode``/``decode``/``wire_bytes`` of an
+            fp16/int8 codec); None: plain floats.
     """
 
     def __init__(self, transport: Any, layout: Layout, params: np.ndarray,
                  make_optimizer: Callable[..., Callable[[float], None]], mode: str,
                  staleness: int = 0, budget: int | None = None,
                  lookahead: LookAheadMomentum | None = None,
-                 velocity: np.ndarray | None = None) -> None:
+                 velocity: np.ndarray | None = None, codec: Any = None) -> None:
         self.p2p, self.layout, self.mode, self.S, self.budget = (transport, layout, mode,
                                                                  staleness, budget)
         self.shard = layout.shard_of(transport.rank)
@@ -93,6 +103,13 @@ class PSServer:
         self.version = self.applied = 0
         self.stale_max = self.stale_sum = self.lag_max = self.lag_sum = 0
         self._lr = 0.0
+        self.codec = codec
+        if codec is not None:  # messages and each worker's copy of the parameters, made once
+            nb = codec.wire_bytes(width)
+            self.msg_in = np.empty((W if mode == "sync" else 1, nb), dtype=np.uint8)
+            self.msg_out = np.empty((W, nb), dtype=np.uint8)
+            self.view = np.repeat(params[None, :], W, axis=0)
+            self.delta = np.empty_like(params)
 
     # ------------------------------------------------------------ the loop
     def serve(self) -> dict:
@@ -101,9 +118,9 @@ class PSServer:
         hdr = np.zeros(4, dtype=np.float64)
         index = {r: i for i, r in enumerate(self.layout.workers)}
         while not self.done.all():
-            comm.Recv(hdr, MPI.ANY_SOURCE, P.TAG_HEADER, st)   # arrival order
+            comm.Probe(MPI.ANY_SOURCE, P.TAG_HEADER, st)   # arrival order
             src = st.Get_source()
-            p2p.account(0, hdr.nbytes)
+            p2p.recv(hdr, src, P.TAG_HEADER)  # through the transport: emulated links, trace
             i = index[src]
             if hdr[0] == P.CMD_DONE:
                 self.done[i] = True
@@ -111,17 +128,19 @@ class PSServer:
                 p2p.send(self.v, src, P.TAG_SNAPSHOT)
                 continue
             elif self.mode == "sync":
-                p2p.recv(self.rows[i], src, P.TAG_PUSH)
+                self._take_push(self.rows[i], i, src)
                 self.arrived[i], self._lr = True, float(hdr[2])
             else:
-                p2p.recv(self.g, src, P.TAG_PUSH)
+                self._take_push(self.g, 0, src)
                 self._record(i)
                 self._lr = float(hdr[2])
+                t0 = clock.now()
                 if self.lookahead is not None:
                     self.lookahead.push(i, self.g, self._lr)
                 else:
                     self.g *= 1.0 / self.W
                     self.update(self._lr)
+                _traced(f"apply push of worker {i}", t0)
                 self.pushed[i] += 1
                 self.version += 1
                 self.applied += 1
@@ -132,6 +151,25 @@ class PSServer:
             self._release()
         self._final()
         return self.counts()
+
+    def _take_push(self, into: np.ndarray, slot: int, src: int) -> None:
+        """Receive a push from ``src`` into ``into`` (decoded when compressed)."""
+        if self.codec is None:
+            self.p2p.recv(into, src, P.TAG_PUSH)
+        else:
+            self.p2p.recv(self.msg_in[slot], src, P.TAG_PUSH)
+            self.codec.decode(self.msg_in[slot], into)
+
+    def _pull_message(self, i: int, sent: np.ndarray) -> np.ndarray:
+        """What worker ``i`` receives: ``sent``, or the encoded change from its copy."""
+        if self.codec is None:
+            return sent
+        np.subtract(sent, self.view[i], out=self.delta)
+        msg = self.msg_out[i]
+        self.codec.encode(self.delta, msg)
+        self.codec.decode(msg, self.delta)
+        self.view[i] += self.delta  # exactly what the worker adds to its parameters
+        return msg
 
     def _release(self) -> None:
         """sync: finish a complete step; ssp: answer the pulls the bound now allows."""
@@ -149,6 +187,7 @@ class PSServer:
                 self._reply(ready)
 
     def _apply_step(self) -> None:
+        t0 = clock.now()
         who = np.flatnonzero(self.arrived)
         for i in who:
             self._record(i)
@@ -158,6 +197,7 @@ class PSServer:
             np.add.reduce(self.rows[who], axis=0, out=self.g)
         self.g *= 1.0 / self.W
         self.update(self._lr)
+        _traced(f"apply step {self.version}", t0)
         self.pushed[who] += 1
         self.version += 1
         self.applied += who.size
@@ -185,7 +225,7 @@ class PSServer:
             self.status[i] = (stop, self.version)
             self.pulled_at[i] = self.version
             reqs.append(p2p.isend(self.status[i], workers[i], P.TAG_STATUS))
-            reqs.append(p2p.isend(sent, workers[i], P.TAG_PULL))
+            reqs.append(p2p.isend(self._pull_message(i, sent), workers[i], P.TAG_PULL))
         p2p.waitall(reqs)  # the parameters may change once the replies are out
 
     def _final(self) -> None:
@@ -200,3 +240,10 @@ class PSServer:
                 "staleness_max": int(self.stale_max), "staleness_mean": self.stale_sum / n,
                 "lag_max": int(self.lag_max), "lag_mean": self.lag_sum / n,
                 "versions": int(self.version)}
+
+
+def _traced(name: str, t0: float) -> None:
+    """Record the server's optimizer work on the trace's timeline (when one is recording)."""
+    rec = trace.active()
+    if rec is not None:
+        rec.complete(name, "server", t0, clock.now(), thread="training")

@@ -7,6 +7,11 @@ different servers travel in parallel). Cost per step, S servers of n/S keys:
 
     T ≈ 2α + 2·(n/S)·β   per server, servers in parallel (plus the server's wait
                          for the other pushes in sync mode)
+
+With a codec (fp16/int8) the push is the encoded gradient range and the pull
+the encoded change of the parameters (``PSServer``: error feedback through the
+server's copy of this worker's parameters), which the worker decodes and adds:
+β's n/S becomes ``codec.wire_bytes(n/S)``, plus an encode and a decode pass.
 """
 
 from __future__ import annotations
@@ -27,13 +32,20 @@ class PSWorker:
     name = "ps"
 
     def __init__(self, transport: Any, layout: Layout, channel: Any = None,
-                 label: str = "ps") -> None:
-        """``channel``: the stall inspector's ``Channel`` (each push/pull is one call)."""
+                 label: str = "ps", codec: Any = None, dtype: Any = np.float32) -> None:
+        """``channel``: the stall inspector's ``Channel`` (each push/pull is one call);
+        ``codec``: encode pushes and decode pulls with it (None: plain floats of ``dtype``)."""
         self.p2p, self.layout, self.label, self.channel = transport, layout, label, channel
-        S = len(layout.servers)
+        S, b = len(layout.servers), layout.bounds
         self.header = np.zeros(4, dtype=np.float64)
         self.status = np.zeros((S, 2), dtype=np.float64)
         self.steps = 0
+        self.codec = codec
+        if codec is not None:  # one message buffer per server and direction, made once
+            sizes = [b[s + 1] - b[s] for s in range(S)]
+            self.push_msg = [np.empty(codec.wire_bytes(n), dtype=np.uint8) for n in sizes]
+            self.pull_msg = [np.empty(codec.wire_bytes(n), dtype=np.uint8) for n in sizes]
+            self.delta = [np.empty(n, dtype=dtype) for n in sizes]
 
     def push_pull(self, grads: Any, params: Any, step: int, lr: float) -> bool:
         """Push ``grads``, receive the servers' ``params`` in place; return True to stop.
@@ -44,14 +56,23 @@ class PSWorker:
         h[:] = (P.CMD_PUSH, step, lr, 0.0)
         ch = self.channel
         call = ch.begin(self.label) if ch is not None else 0.0
-        reqs = []
+        codec, reqs = self.codec, []
         for s, srv in enumerate(self.layout.servers):
             reqs.append(p2p.irecv(self.status[s], srv, P.TAG_STATUS))
-            reqs.append(p2p.irecv(params[b[s] : b[s + 1]], srv, P.TAG_PULL))
+            into = params[b[s] : b[s + 1]] if codec is None else self.pull_msg[s]
+            reqs.append(p2p.irecv(into, srv, P.TAG_PULL))
         for s, srv in enumerate(self.layout.servers):
             reqs.append(p2p.isend(h, srv, P.TAG_HEADER))
-            reqs.append(p2p.isend(grads[b[s] : b[s + 1]], srv, P.TAG_PUSH))
+            push = grads[b[s] : b[s + 1]]
+            if codec is not None:
+                codec.encode(push, self.push_msg[s])
+                push = self.push_msg[s]
+            reqs.append(p2p.isend(push, srv, P.TAG_PUSH))
         p2p.waitall(reqs)
+        if codec is not None:  # add the servers' encoded change to this worker's copy
+            for s in range(len(self.layout.servers)):
+                codec.decode(self.pull_msg[s], self.delta[s])
+                params[b[s] : b[s + 1]] += self.delta[s]
         if call:
             ch.end(call)
         self.steps += 1

@@ -72,3 +72,24 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
                 "resume with the same settings"
             )
     return ck
+
+
+CODEC_PREFIX = "codec_state__"  # checkpoint keys of the reducer's codec error-feedback arrays
+
+
+def codec_state_arrays(reducer: Any) -> dict[str, np.ndarray]:
+    """Return the reducer's codec state (``codec_state()``, if it has one) as checkpoint arrays.
+
+    Error feedback (top-k residuals) is part of the optimizer's state: without it a
+    resumed run differs from one that went straight through.
+    """
+    get = getattr(reducer, "codec_state", None)
+    if get is None:
+        return {}
+    return {CODEC_PREFIX + str(k): np.asarray(v) for k, v in get().items()}
+
+
+def restore_codec_state(ck: dict) -> dict[str, np.ndarray] | None:
+    """Return the codec state saved in checkpoint ``ck`` (None when it holds none)."""
+    state = {k[len(CODEC_PREFIX):]: v for k, v in ck.items() if k.startswith(CODEC_PREFIX)}
+    return state or None

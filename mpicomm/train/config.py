@@ -220,8 +220,8 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
                 "ssp workers stop at different steps with different data positions, and the "
                 "look-ahead rule keeps a velocity per worker: no consistent cut to save); use "
                 "--ps-mode sync or run without --checkpoint")
-        if cfg.accumulate != 1 or cfg.device != "cpu":
-            bad("--ps-mode runs on the CPU with --accumulate 1")
+        if cfg.device != "cpu":
+            bad("--ps-mode runs on the CPU (the servers' optimizer is NumPy)")
     if isinstance(cfg.staleness, bool) or not isinstance(cfg.staleness, int) or cfg.staleness < 0:
         bad(f"--staleness must be an integer >= 0, got {cfg.staleness!r}")
     if cfg.staleness and cfg.ps_mode != "ssp":

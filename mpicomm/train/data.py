@@ -205,37 +205,51 @@ def _check_xy(where, x, y, xn, yn, features, classes, dtype):
 class Shard:
     """Worker ``worker_rank``'s rows of every global batch, epoch after epoch.
 
+    One optimizer step reads ``accumulate`` micro-batches; together they are
+    global batch s, rows ``[s·G, (s+1)·G)`` of the epoch's permutation with
+    G = batch × num_workers × accumulate, micro-batch j of worker w being rows
+    ``s·G + j·batch·num_workers + w·batch`` onwards. So the rows of a global
+    batch do not depend on how it is split, and a checkpoint's position
+    (epoch, global batches consumed) resumes under any split of the same G.
+
     Args:
         x, y: the training split (NumPy; copied to ``xp`` once).
-        batch: rows per worker per step.
+        batch: rows per worker per micro-batch.
         worker_rank, num_workers: this worker and the number of workers.
         seed: seed of the per-epoch permutations.
         xp: array module the batches are produced in.
+        accumulate: micro-batches per optimizer step.
 
     Raises:
-        DataError: ``batch × num_workers`` exceeds the training rows.
+        DataError: the global batch exceeds the training rows.
     """
 
     def __init__(
         self, x: np.ndarray, y: np.ndarray, *, batch: int, worker_rank: int, num_workers: int,
-        seed: int, xp: Any = np,
+        seed: int, xp: Any = np, accumulate: int = 1,
     ) -> None:
         n = len(x)
-        self.global_batch = batch * num_workers
+        self.accumulate = accumulate
+        self.global_batch = batch * num_workers * accumulate
         if self.global_batch > n:
+            per = n // (num_workers * accumulate)
             raise DataError(
                 f"batch too large for the shard: --batch-size {batch} per worker × "
-                f"{num_workers} workers = {self.global_batch} rows per step, but the training "
-                f"set has {n} rows ({n // num_workers} per worker per epoch); "
-                f"use --batch-size <= {n // num_workers}"
+                f"{num_workers} workers"
+                + (f" × {accumulate} micro-batches" if accumulate > 1 else "")
+                + f" = {self.global_batch} rows per step, but the training set has {n} rows; "
+                f"use --batch-size <= {per}"
+                + (" or fewer --accumulate" if accumulate > 1 else "")
             )
         self.xp, self.seed, self.batch = xp, seed, batch
         self.x, self.y = xp.asarray(x), xp.asarray(y)
         self.steps_per_epoch = n // self.global_batch  # the last partial batch is dropped
+        self._micro_rows = batch * num_workers         # rows of one micro-batch, all workers
+        self._micros = self.steps_per_epoch * accumulate
         self.offset = worker_rank * batch
         self.xb = xp.empty((batch, x.shape[1]), dtype=x.dtype)  # reused every step
         self.yb = xp.empty(batch, dtype=np.int64)
-        self.epoch, self.cursor = 0, 0
+        self.epoch, self.cursor = 0, 0  # cursor: micro-batches read in this epoch
         self._perm = self._permutation(0)
         # NumPy's take(out=) copies through a temporary when mode="raise" (the default);
         # the rows are valid by construction, so "clip" changes nothing but the copy.
@@ -246,11 +260,11 @@ class Shard:
         return self.xp.asarray(perm)
 
     def next(self) -> tuple[Any, Any]:
-        """Return this worker's (x, y) for the next step (reused buffers: copy to keep)."""
-        if self.cursor == self.steps_per_epoch:
+        """Return this worker's (x, y) for the next micro-batch (reused buffers: copy to keep)."""
+        if self.cursor == self._micros:
             self.epoch, self.cursor = self.epoch + 1, 0
             self._perm = self._permutation(self.epoch)
-        lo = self.cursor * self.global_batch + self.offset
+        lo = self.cursor * self._micro_rows + self.offset
         rows = self._perm[lo : lo + self.batch]
         self._take(self.x, rows, axis=0, out=self.xb)
         self._take(self.y, rows, out=self.yb)
@@ -258,14 +272,21 @@ class Shard:
         return self.xb, self.yb
 
     def state(self) -> dict[str, int]:
-        """Return the position to checkpoint: epoch and global batches consumed in it."""
-        return {"epoch": self.epoch, "cursor": self.cursor}
+        """Return the position to checkpoint: epoch and *global* batches consumed in it.
+
+        Counted in global batches, not micro-batches, so a run resumed with the same
+        global batch split differently (``--batch-size``/``--accumulate``) reads on
+        from the same row.
+        """
+        if self.cursor % self.accumulate:
+            raise DataError(f"data position {self.cursor} is inside an optimizer step")
+        return {"epoch": self.epoch, "cursor": self.cursor // self.accumulate}
 
     def load_state(self, epoch: int, cursor: int) -> None:
-        """Continue from a checkpointed position."""
+        """Continue from a checkpointed position (``cursor``: global batches of the epoch)."""
         if not 0 <= cursor <= self.steps_per_epoch:
             raise DataError(
                 f"data position cursor={cursor} is outside an epoch of {self.steps_per_epoch} steps"
             )
-        self.epoch, self.cursor = int(epoch), int(cursor)
+        self.epoch, self.cursor = int(epoch), int(cursor) * self.accumulate
         self._perm = self._permutation(self.epoch)

@@ -5,16 +5,20 @@
 ``run_training`` is a short list of named steps, in pipeline order:
 
 1. config   flags → ``TrainConfig`` (``train.config``; frozen, checked on creation)
-2. world    the reducer decides who trains (workers) and who only serves (PS servers)
+2. world    the reducer (or, with ``--ps-mode``, the parameter-server group) decides
+            who trains (workers) and who only serves (servers)
 3. set-up   this worker's data shard, the ``MLP`` (flat params/grads), SGD momentum,
             resume from ``--checkpoint``; a failure on any rank stops every rank
-4. engine   ``engine.GradEngine``: buckets, overlap with backward, accumulation
+4. engine   ``engine.GradEngine`` (buckets, overlap with backward, accumulation, the
+            loop's SGD) or ``engine.PSEngine`` (push, the servers' SGD, pull); a
+            parameter server gets its key range and optimizer here
 5. loop     per step: K micro-batches forward+backward (buckets leave as they fill)
-            → each reduced bucket's SGD update → checkpoint
-6. summary  times and bytes over ranks, final loss/accuracy (``train.summary``)
+            → each reduced bucket's SGD update → checkpoint; the same lines for both
+            engines (a PS engine yields no bucket: its servers applied the update)
+6. record   times and bytes over ranks, final loss/accuracy (``train.record``)
 
-The loop never calls MPI: gradients meet in the reducer, through the engine,
-and the few cross-rank sums of the summary go through ``mpicomm.train.metrics``.
+The loop never calls MPI: gradients meet in the reducer or the servers, through
+the engine, and the few cross-rank sums of the record go through ``train.metrics``.
 """
 
 from __future__ import annotations
@@ -30,23 +34,31 @@ import numpy as np
 from mpicomm.codecs import make_reducer
 from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import sync_device
-from mpicomm.engine import GradEngine, plan_buckets
+from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.train import metrics, slow_rank, tensorboard
+from mpicomm.train import metrics, ps_setup, tensorboard
 from mpicomm.train.blas import limit_blas_threads
-from mpicomm.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from mpicomm.train.checkpoint import (
+    CheckpointError,
+    codec_state_arrays,
+    load_checkpoint,
+    restore_codec_state,
+    save_checkpoint,
+)
 from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
 from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP, layer_tensors
+from mpicomm.train.outputs import check_outputs
+from mpicomm.train.record import build_record
 from mpicomm.train.report import document, format_table, write_json
+from mpicomm.train.sgd import SGD
 from mpicomm.train.straggle import Delays
-from mpicomm.train.summary import summarize
 from mpicomm.train.trace_writer import TraceFile
 
 __all__ = [
     "TrainConfig", "ConfigError", "CheckpointError", "SetupError",
     "add_arguments", "run", "run_training", "measure_baseline", "format_table", "write_json",
-    "document", "limit_blas_threads",
+    "document", "limit_blas_threads", "SGD",
 ]
 
 
@@ -56,37 +68,35 @@ class SetupError(RuntimeError):
 
 # ------------------------------------------------------------------ the run
 def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
-                 baseline_sps: float | None = None) -> dict[str, Any]:
+                 baseline_sps: float | None = None, keep: dict | None = None) -> dict[str, Any]:
     """Train with ``cfg.strategy`` on every rank of ``comm``; return the run's record (all ranks).
 
-    Collective over ``comm`` (default ``MPI.COMM_WORLD``). Raises ``SetupError``
-    on every rank when data, model or checkpoint set-up fails on any rank.
+    Collective over ``comm`` (default ``MPI.COMM_WORLD``). Raises ``ConfigError``
+    on every rank, before any message, for a flag the run cannot honour, and
+    ``SetupError`` on every rank when data, model or checkpoint set-up fails on
+    any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
-    if cfg.ps_mode:  # a real parameter server (servers own parameters and optimizer)
-        from mpicomm.train.ps_loop import run_ps_training
-
-        return run_ps_training(cfg, comm, verbose=verbose)
-    tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     world = make_world(cfg, comm, verbose)                      # 2.
+    tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.
     engine = make_engine(cfg, world, job)                       # 4.
     try:
         times = train_steps(cfg, world, job, engine, tracer)    # 5.
+        if engine is not None:
+            engine.close()  # a PS engine: done, and every worker pulls the final model
     except BaseException:
         if tracer is not None:  # the file stays valid JSON with what this rank recorded
             tracer.close()
         raise  # the command-line guard aborts the job; nothing here may wait on a peer
-    if engine is not None:
-        engine.close()
+    if keep is not None and world.is_worker:
+        keep["params"] = job.model.params.copy()
     world.reducer.close()  # workers: tell the servers we are done; everyone: free the comm
     if tracer is not None:
         tracer.close()
-    record = summarize(cfg, world, job, times, baseline_sps)   # 6.
-    record.update(slow_rank.report(comm, *world.reducer.stall_channel.take_log(),
-                                   world.is_worker))
+    record = build_record(cfg, world, job, times, baseline_sps).as_dict()   # 6.
     if cfg.tensorboard and world.worker_rank == 0:  # from the per-step arrays, after the run
         tensorboard.write_run(cfg.tensorboard, cfg, record, times, world.reducer.stats,
                               job.start_step)
@@ -106,23 +116,33 @@ class World:
     global_batch: int         # rows per optimizer step: batch × workers × accumulate
     xp: Any                   # numpy or cupy
     say: Any                  # print on worker 0 when verbose, else nothing
+    max_steps: int = 0        # steps a worker may run (async PS: until the servers say stop)
 
 
 def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
-    """Create the reducer (collective) and this rank's role; refuse overlap without threads."""
-    plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
-                        cfg.bucket_mb * 2**20)
-    if cfg.overlap and len(plan) > 1:  # the same answer on every rank, before any message
-        try:
-            require_thread_multiple()
-        except RuntimeError as exc:
-            raise ConfigError(str(exc)) from None
-    reducer = make_reducer(cfg.strategy, comm=comm, **cfg.reducer_options())
+    """Create the reducer or PS group (collective) and this rank's role.
+
+    Raises ``ConfigError`` on every rank before any message: overlap without
+    threads, a flag the parameter server cannot honour, too few ranks for it.
+    """
+    if cfg.ps_mode:
+        reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
+        if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
+            steps *= reducer.num_workers
+    else:
+        plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
+                            cfg.bucket_mb * 2**20)
+        if cfg.overlap and len(plan) > 1:  # the same answer on every rank, before any message
+            try:
+                require_thread_multiple()
+            except RuntimeError as exc:
+                raise ConfigError(str(exc)) from None
+        reducer, steps = make_reducer(cfg.strategy, comm=comm, **cfg.reducer_options()), cfg.steps
     P, w = reducer.num_workers, reducer.worker_rank
     say = print if (verbose and reducer.is_worker and w == 0) else (lambda *a, **k: None)
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
     return World(comm, reducer, reducer.is_worker, P, w, cfg.batch_size * P * cfg.accumulate,
-                 xp, say)
+                 xp, say, steps)
 
 
 # --------------------------------------------------------------- 3. set-up
@@ -136,6 +156,7 @@ class Job:
     model: Any = None
     velocity: Any = None   # SGD momentum buffer, same layout as params
     delays: Any = None     # --straggler / --jitter sleeps (train.straggle.Delays)
+    codec_state: Any = None  # codec error-feedback arrays read from the checkpoint
 
 
 def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
@@ -161,7 +182,7 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
     job.start_step = int(metrics.max_over_ranks(comm, np.array([job.start_step]))[0])
     if world.is_worker:
         world.say(
-            f"{cfg.strategy}: {comm.Get_size()} ranks, {world.workers} workers | model "
+            f"{_label(cfg)}: {comm.Get_size()} ranks, {world.workers} workers | model "
             f"{_layers_text(cfg.layers)} ({job.model.num_params:,} params, "
             f"{job.model.grads.nbytes / 2**10:,.0f} KiB of grads) | batch {cfg.batch_size}/worker"
             + (f" × {cfg.accumulate} micro-batches" if cfg.accumulate > 1 else "")
@@ -181,7 +202,7 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         ds = synthetic(features, classes, cfg.train_samples, cfg.test_samples, seed=cfg.seed,
                        dtype=cfg.dtype)
     shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=world.worker_rank,
-                  num_workers=world.workers, seed=cfg.seed, xp=xp)
+                  num_workers=world.workers, seed=cfg.seed, xp=xp, accumulate=cfg.accumulate)
     model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),
               Delays(cfg, world.comm.Get_rank()))
@@ -191,7 +212,13 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
+        job.codec_state = restore_codec_state(ck)
     return job
+
+
+def _label(cfg: TrainConfig) -> str:
+    """The run's name in progress lines: the strategy, ``ps:MODE`` for a parameter server."""
+    return f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy
 
 
 def _layers_text(layers: tuple[int, ...]) -> str:
@@ -200,66 +227,52 @@ def _layers_text(layers: tuple[int, ...]) -> str:
 
 
 # --------------------------------------------------------------- 4. engine
-def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | None:
-    """Return the worker's sync engine (None on a dedicated server)."""
+def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngine | None:
+    """Return the worker's sync engine (None on a server, which gets its shard here)."""
+    if cfg.ps_mode:  # a worker's PSEngine; a server gets its shard and optimizer
+        return ps_setup.make_ps_engine(cfg, world.reducer, job.model)
     if not world.is_worker:
         return None
     m = job.model
-    return GradEngine(world.reducer, m.grads, m.tensors, m.spans,
-                      bucket_bytes=cfg.bucket_mb * 2**20, overlap=cfg.overlap,
-                      accumulate=cfg.accumulate)
-
-
-class SGD:
-    """SGD with momentum and weight decay, one bucket's slice at a time, in place.
-
-    v = mu·v + g + wd·p ;  p -= lr·v   (the bucket's grads double as scratch)
-    """
-
-    def __init__(self, xp: Any, params: Any, grads: Any, velocity: Any, buckets: list,
-                 mu: float, wd: float) -> None:
-        self.xp, self.mu, self.wd = xp, mu, wd
-        self.views = [(params[b.lo : b.hi], grads[b.lo : b.hi], velocity[b.lo : b.hi])
-                      for b in buckets]  # made once, reused every step
-
-    def update(self, k: int, lr: float) -> None:
-        p, g, v = self.views[k]
-        v *= self.mu
-        v += g
-        if self.wd:
-            self.xp.multiply(p, self.wd, out=g)
-            v += g
-        self.xp.multiply(v, lr, out=g)
-        p -= g
+    engine = GradEngine(world.reducer, m.grads, m.tensors, m.spans,
+                        bucket_bytes=cfg.bucket_mb * 2**20, overlap=cfg.overlap,
+                        accumulate=cfg.accumulate)
+    if job.codec_state is not None and hasattr(world.reducer, "load_codec_state"):
+        world.reducer.load_codec_state(job.codec_state)  # error feedback, as saved
+    return engine
 
 
 # ------------------------------------------------------------------ 5. loop
 TIME_COLUMNS = ("step", "compute", "comm_exposed", "optimizer", "comm_total")
 
 
-def train_steps(cfg: TrainConfig, world: World, job: Job, engine: GradEngine | None,
+def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
                 tracer: TraceFile | None) -> dict[str, Any]:
-    """Run the steps; return per-step seconds (``TIME_COLUMNS``), losses, checkpoint time."""
-    n_run = max(cfg.steps - job.start_step, 0)
-    out = {"times": np.zeros((n_run, len(TIME_COLUMNS))), "losses": np.zeros(n_run),
-           "checkpoint_s": 0.0, "n_run": n_run}
+    """Run the steps; return per-step seconds (``TIME_COLUMNS``), step ends, losses, saving time."""
+    n_max = max(world.max_steps - job.start_step, 0)
+    out = {"times": np.zeros((n_max, len(TIME_COLUMNS))), "losses": np.zeros(n_max),
+           "ends": np.zeros(n_max), "checkpoint_s": 0.0, "n_run": 0}
+    metrics.barrier(world.comm)  # one start: the workers' step ends share an origin
     if not world.is_worker:
+        if tracer is not None:  # a server has no steps: it records the whole run
+            tracer.recorder.enabled = True
         world.reducer.serve()  # a dedicated server sums and hands back until every worker closes
-        return out
+        return _ran(out, 0)
     model, times, losses = job.model, out["times"], out["losses"]
     sgd = SGD(world.xp, model.params, model.grads, job.velocity, engine.buckets, cfg.momentum,
               cfg.weight_decay)
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     window = cfg.trace_window()
     perf = clock.now
-    t0 = perf()
-    for i in range(n_run):
+    origin = t0 = perf()
+    for i in range(n_max):
         step = job.start_step + i
         nvtx.push(f"step {step}")  # closed at the step's end (--nvtx; a no-op otherwise)
         rec = _trace_step(tracer, step, window)
+        lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
+        engine.start_step(step, lr)
         loss, compute = _forward_backward(cfg, job, engine, rec)               # 5a.
         t2 = perf()
-        lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
         for bucket in engine.reduced():                                        # 5b.
             t = perf() if rec is not None else 0.0
             sgd.update(bucket.index, lr)
@@ -274,14 +287,26 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: GradEngine | N
         _log(cfg, world, step, i, lr, losses, times, t4 - t0)
         t5 = perf()
         times[i] = (t5 - t0, compute, exposed, t4 - t2 - exposed, total)
+        out["ends"][i] = t5 - origin
         if rec is not None:
             rec.complete(f"step {step}", "step", t0, t5, thread="training")
         if _checkpoint_due(cfg, step) and world.worker_rank == 0:                # 5c.
+            engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
             _save(cfg, world, job, step)
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
         nvtx.pop()
         t0 = t5
+        if engine.stopped:  # async PS: server 0 has applied the run's pushes
+            return _ran(out, i + 1)
+    return _ran(out, n_max)
+
+
+def _ran(out: dict, n: int) -> dict:
+    """Cut the per-step arrays of ``out`` to the ``n`` steps run."""
+    for key in ("times", "losses", "ends"):
+        out[key] = out[key][:n]
+    out["n_run"] = n
     return out
 
 
@@ -321,7 +346,7 @@ def _log(cfg: TrainConfig, world: World, step: int, i: int, lr: float, losses: n
     if cfg.log_every and (step + 1) % cfg.log_every == 0:
         k = min(cfg.log_every, i + 1)
         window = times[i - k + 1 : i, 0].sum() + current
-        world.say(f"{cfg.strategy} step {step + 1:5d}/{cfg.steps}  loss "
+        world.say(f"{_label(cfg)} step {step + 1:5d}/{cfg.steps}  loss "
                   f"{losses[i - k + 1 : i + 1].mean():.4f}  lr {lr:.4g}  "
                   f"{world.global_batch * k / window:,.0f} samples/s", flush=True)
 
@@ -337,7 +362,7 @@ def _save(cfg: TrainConfig, world: World, job: Job, step: int) -> None:
         cfg.checkpoint, params=_host(job.model.params), momentum=_host(job.velocity),
         step=step + 1, **job.shard.state(), layers=np.array(cfg.layers), dtype=cfg.dtype,
         seed=cfg.seed, global_batch=world.global_batch, data_source=job.ds.source,
-        strategy=cfg.strategy,
+        strategy=cfg.strategy, **codec_state_arrays(world.reducer),
     )
 
 
@@ -360,7 +385,8 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
                                    checkpoint_every=0, resume=False, json=None, dedicated=False,
                                    trace=None, trace_steps=None, ps_mode=None, staleness=0,
-                                   tensorboard=None)
+                                   tensorboard=None,
+                                   compress="none")  # one rank: nothing on the wire
         try:
             sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]
         except SetupError:  # rank 0 has printed why; the others must hear of it, not wait
@@ -379,9 +405,16 @@ def run(args: argparse.Namespace) -> int:
     comm = metrics.world()
     try:
         cfg = TrainConfig.from_args(args)
+        ps_setup.check_ps_flags(cfg, comm.Get_size())
     except ConfigError as exc:  # identical on every rank: no rank is left waiting
         if comm.Get_rank() == 0:
             print(f"mpicomm train: error: {exc}", flush=True)
+        return 2
+    problem = check_outputs(cfg)  # before the first step: results are never lost at the end
+    bad = metrics.first_failure(comm, problem is not None)
+    if bad >= 0:
+        if comm.Get_rank() == bad:
+            print(f"mpicomm train: error: {problem}", flush=True)
         return 2
     if cfg.blas_threads:
         limit_blas_threads(cfg.blas_threads)

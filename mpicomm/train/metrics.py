@@ -17,6 +17,7 @@ __all__ = [
     "max_over_ranks",
     "sum_over_ranks",
     "gather_rows",
+    "barrier",
     "quiet_barrier",
     "solo_comm",
     "world",
@@ -67,6 +68,11 @@ def gather_rows(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
     out = np.empty((comm.Get_size(), values.size), dtype=np.float64)
     comm.Allgather(values, out)
     return out
+
+
+def barrier(comm: MPI.Comm) -> None:
+    """Wait for every rank (one common start: the ranks' clocks are read just after)."""
+    comm.Barrier()
 
 
 def quiet_barrier(comm: MPI.Comm, poll_seconds: float = 0.002) -> None:

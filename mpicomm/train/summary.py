@@ -1,4 +1,4 @@
-"""The record of a training run: times and bytes over ranks, the final loss and accuracy.
+"""The statistics of a run's record (``train.record`` builds it): bytes, history, scores.
 
 Collective over the run's communicator (servers contribute zeros). Times per
 step are means over workers and over the timed steps (the first
@@ -17,11 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.engine import plan_buckets
 from mpicomm.train import metrics
-from mpicomm.train.model import layer_tensors, num_params
 
-__all__ = ["summarize", "warm_steps"]
+__all__ = ["warm_steps", "traffic", "history", "scores", "HISTORY_POINTS"]
 
 
 def warm_steps(n: int) -> int:
@@ -29,81 +27,8 @@ def warm_steps(n: int) -> int:
     return min(5, n // 5)
 
 
-def summarize(cfg: Any, world: Any, job: Any, out: dict, baseline_sps: float | None) -> dict:
-    """Return the run's record (the same on every rank)."""
-    comm, P, n_run = world.comm, world.workers, out["n_run"]
-    times = out["times"]
-    skip = warm_steps(n_run)
-    timed = times[skip:] if world.is_worker else np.zeros((n_run - skip, times.shape[1]))
-    # step time of step i: the mean over workers (their step boundaries are rank-local, so a
-    # per-step max would add up every rank's jitter and exceed the wall time)
-    step_mean = metrics.sum_over_ranks(comm, timed[:, 0]) / P if len(timed) else np.zeros(1)
-    sums = metrics.sum_over_ranks(comm, timed.sum(axis=0))  # step, compute, exposed, opt, total
-    wall_max = float(metrics.max_over_ranks(comm, np.array([timed[:, 0].sum()]))[0])
-    st = world.reducer.stats
-    traffic = metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv]))  # per rank
-    record = _timing(cfg, world, sums, step_mean, wall_max, max(n_run - skip, 0), n_run)
-    record.update(_traffic(traffic, n_run))
-    record.update(_scores(cfg, world, job, out["losses"], n_run))
-    record.update(history(comm, out["losses"], times[:, 0], world.is_worker))
-    buckets = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
-                           cfg.bucket_mb * 2**20)
-    record.update({
-        "buckets": len(buckets),
-        "allreduce_calls_per_step": len(buckets),
-        "bucket_mb": cfg.bucket_mb,
-        "overlap": bool(cfg.overlap and len(buckets) > 1),  # one bucket: nothing to overlap
-        "accumulate": cfg.accumulate,
-        "baseline_samples_per_sec": baseline_sps,
-        "scaling_efficiency": (record["samples_per_sec"] / (P * baseline_sps)
-                               if baseline_sps else None),
-        "resumed_from_step": job.start_step if cfg.resume else None,
-        "checkpoint_s": out["checkpoint_s"],
-        "reducer": world.reducer.describe(),
-    })
-    if not record["params_in_sync"]:
-        world.say(f"WARNING: {cfg.strategy}: workers ended with different parameters")
-    return record
-
-
-def _timing(cfg: Any, world: Any, sums: np.ndarray, step_mean: np.ndarray, wall_max: float,
-            n_timed: int, n_run: int) -> dict:
-    P = world.workers
-    step, compute, exposed, opt, total = sums
-    share = (lambda s: s / step) if step > 0 else (lambda s: float("nan"))  # noqa: E731
-    per_step = lambda s: s / (P * n_timed) if n_timed else float("nan")  # noqa: E731
-    other = step - compute - exposed - opt
-    G = world.global_batch
-    return {
-        "strategy": cfg.strategy,
-        "ranks": world.comm.Get_size(),
-        "workers": P,
-        "params": num_params(cfg.layers),
-        "grad_bytes": num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize,
-        "global_batch": G,
-        "steps": n_run,
-        "steps_timed": n_timed,
-        "samples_per_sec": G * n_timed / wall_max if wall_max > 0 else float("nan"),
-        "step_time_median_s": float(np.median(step_mean)) if n_timed else float("nan"),
-        "step_time_p90_s": float(np.percentile(step_mean, 90)) if n_timed else float("nan"),
-        "step_times_s": step_mean.tolist() if n_timed else [],  # per timed step (verdicts)
-        "step_time_mean_s": per_step(step),
-        "compute_s": per_step(compute),
-        "comm_s": per_step(exposed),
-        "comm_exposed_s": per_step(exposed),
-        "comm_total_s": per_step(total),
-        # exposed also holds the hand-off from the comm thread, so it can exceed total: clamp
-        "overlap_fraction": max(0.0, 1 - exposed / total) if total > 0 else float("nan"),
-        "optimizer_s": per_step(opt),
-        "other_s": per_step(other),
-        "compute_share": share(compute),
-        "comm_share": share(exposed),
-        "optimizer_share": share(opt),
-        "other_share": share(other),
-    }
-
-
-def _traffic(traffic: np.ndarray, n_run: int) -> dict:
+def traffic(traffic: np.ndarray, n_run: int) -> dict:
+    """Bytes per round (one global batch) from every rank's (sent, received) totals."""
     per = (lambda b: float(b) / n_run) if n_run else (lambda b: 0.0)  # noqa: E731
     return {
         "bytes_per_step": per(traffic[:, 0].max()),
@@ -137,7 +62,7 @@ def history(comm: Any, losses: np.ndarray, step_s: np.ndarray, is_worker: bool) 
             "wall_s_history": (tot[1, idx] / tot[2, idx]).tolist()}
 
 
-def _scores(cfg: Any, world: Any, job: Any, losses: np.ndarray, n_run: int) -> dict:
+def scores(cfg: Any, world: Any, job: Any, losses: np.ndarray, n_run: int) -> dict:
     """Final loss/accuracy on train and test rows (split over workers), losses, crc of params."""
     comm, P, w = world.comm, world.workers, world.worker_rank
     score, crc = np.zeros(6), -1.0

@@ -7,7 +7,6 @@ from mpi4py import MPI
 from mpi_harness import report
 
 from mpicomm.train import loop as L
-from mpicomm.train.ps_loop import run_ps_training
 
 world = MPI.COMM_WORLD
 steps = int(sys.argv[1])
@@ -15,7 +14,7 @@ kw = dict(layers=(20, 33, 7), steps=steps, dtype="float64", batch_size=16, train
           test_samples=64, eval_samples=128, log_every=0, momentum=0.9, weight_decay=1e-3,
           warmup_steps=3, bucket_mb=0.0)
 keep: dict = {}
-rec = run_ps_training(L.TrainConfig(strategy="ps", ps_mode=sys.argv[2], servers=int(sys.argv[3]),
+rec = L.run_training(L.TrainConfig(strategy="ps", ps_mode=sys.argv[2], servers=int(sys.argv[3]),
                                     **kw), world, verbose=False, keep=keep)
 W = rec["workers"]
 sub = world.Split(0 if world.Get_rank() < W else MPI.UNDEFINED, world.Get_rank())
