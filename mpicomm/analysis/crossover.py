@@ -8,7 +8,7 @@ powers of two). Rows carry ``_samples``: per-call times, rounds × calls.
 
 from __future__ import annotations
 
-from mpicomm.bench import verdict as V
+from mpicomm.analysis import verdict as V
 from mpicomm.core.units import fmt_bytes
 
 __all__ = ["measured_crossovers", "predicted_crossover", "crossover_lines"]
