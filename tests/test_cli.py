@@ -61,7 +61,8 @@ def test_non_mpi_command_under_mpiexec_exits_2_without_abort():
     res = run_mpi(2, ["-m", "mpicomm", "model", "--predict", "--compute-ms", "-1"], timeout=60)
     assert not res.timed_out
     assert res.returncode == 2
-    assert "MPI_Abort" not in res.stdout + res.stderr
+    out = res.stdout + res.stderr
+    assert "MPI_Abort" not in out and out.count("mpicomm: error:") == 1, out
 
 
 def test_every_command_is_a_cli_module():
@@ -88,3 +89,56 @@ def test_topk_ratio_out_of_range_names_the_ratio_not_the_codec(bad):
         ReducerOptions(compress=bad)
     text = str(err.value)
     assert "unknown" not in text and "RATIO" in text and "must be 0 < RATIO <= 1" in text
+
+
+def test_reducer_options_are_one_record_for_train_compare_and_bench():
+    """issue 17 item 3: train lacked --crossover-bytes and --cuda-aware; three spellings drifted."""
+    import dataclasses
+
+    from mpicomm.cli.main import build_parser
+    from mpicomm.core.options import ReducerFields, ReducerOptions
+    from mpicomm.train.config import TrainConfig
+
+    names = [f.name for f in dataclasses.fields(ReducerFields)]
+    assert [f.name for f in dataclasses.fields(ReducerOptions)] == names
+    assert set(names) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    parser = build_parser()
+    flags = ["--ranks-per-node", "2", "--variant", "leader", "--servers", "2", "--dedicated",
+             "--no-validate", "--cuda-aware", "--crossover-bytes", "4K", "--inter-link",
+             "20us,1GB/s", "--compress", "TopK:0.5"]
+    want = {"ranks_per_node": 2, "variant": "leader", "servers": 2, "dedicated": True,
+            "validate": False, "cuda_aware": True, "crossover_bytes": 4096,
+            "inter_link": "20us,1GB/s", "compress": "TopK:0.5"}
+    for command in ("train", "compare", "bench", "model"):
+        args = parser.parse_args([command, *flags])
+        assert {k: getattr(args, k) for k in want} == want, command
+    cfg = TrainConfig.from_args(parser.parse_args(["train", *flags]))
+    assert isinstance(cfg.reducer, ReducerOptions)   # held, checked and parsed once
+    assert cfg.reducer.compress == "topk:0.5" and cfg.reducer.inter_link.bandwidth == 1e9
+    opts = cfg.reducer_options()
+    assert opts["crossover_bytes"] == 4096 and opts["cuda_aware"] is True
+    assert opts["inter_link"] is cfg.reducer.inter_link  # the parsed spec goes down
+    assert parser.parse_args(["bench"]).validate is False  # bench checks results itself
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"servers": "2"}, "--servers must be int"),
+    ({"cuda_aware": "yes"}, "--cuda-aware must be bool or None"),
+    ({"lr": "0.1"}, "--lr must be float"),
+    ({"crossover_bytes": -1}, "crossover_bytes must be an int >= 0"),
+])
+def test_train_config_refuses_wrong_types(kwargs, message):
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**kwargs)
+
+
+def test_train_config_refuses_unknown_names():
+    from mpicomm.core.errors import ConfigTypeError
+    from mpicomm.train.config import TrainConfig
+
+    with pytest.raises(ConfigTypeError, match="unknown training option 'srevers'; valid: "):
+        TrainConfig.from_dict({"srevers": 2})
+    assert TrainConfig.from_dict({"servers": 2}).servers == 2

@@ -1,7 +1,7 @@
 """What ``compare`` prints under its table: the verdicts, the reading, and the legend.
 
 Pure functions of the run's records (no MPI): ``verdicts`` decides who beats
-whom with ``bench.verdict`` (a win needs a difference beyond this run's noise),
+whom with ``analysis.verdict`` (a win needs a difference beyond this run's noise),
 ``reading`` explains it in α-β-γ terms with the numbers the table shows, and
 ``legend`` defines every printed column by its printed name.
 """

@@ -2,7 +2,7 @@
 
     mpiexec -n 2 python -m mpicomm bench -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -d float
 
-The harness owns what is generic; a plug-in (``bench_allreduce.AllreduceTest``,
+The harness owns what is generic; a plug-in (``bench.allreduce.AllreduceTest``,
 one per registered strategy) owns the collective. Per strategy and size:
 
 1. take views of buffers allocated once for the largest size, fill the input;
@@ -127,7 +127,7 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
     ratios stay fair.
 
     Args:
-        tests: plug-ins (see ``mpicomm.bench_allreduce``) active on every rank of ``comm``.
+        tests: plug-ins (see ``mpicomm.bench.allreduce``) active on every rank of ``comm``.
         comm: the ranks taking part.
         cfg: sizes, iterations, rounds, warm-up, checks, dtype, op, seed.
         bufs: buffers for the largest size.

@@ -115,8 +115,10 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
         raise
     except ConfigError as exc:
         peers = mpi and _peers()
-        rank = _world_rank() if peers else 0
+        rank = _world_rank() if _peers() else 0
         sys.stdout.flush()
+        if not peers and rank != 0:  # a command without messages: rank 0 says it for all
+            _exit(2)
         if rank != 0:
             # rank 0 raised the same error and aborts first; print only if it did not
             time.sleep(1.0)

@@ -6,7 +6,7 @@
    exposed against total communication with ``--overlap`` / ``--no-overlap``
    (``train`` runs; the lines are the ring formula per bucket).
 
-Registered like the others (``mpicomm.bench.figures``); each conclusion is
+Registered like the others (``mpicomm.figures.catalog``); each conclusion is
 computed from the runs it just made.
 """
 

@@ -196,12 +196,12 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--ranks-per-node must be >= 1, got {cfg.ranks_per_node}")
     if cfg.servers < 1:
         bad(f"--servers must be >= 1, got {cfg.servers}")
-    for name in ("inter_link", "intra_link"):  # a bad link string: ConfigError, no message
-        parse_link(getattr(cfg, name), f"--{name.replace('_', '-')}")
+    links = {name: parse_link(getattr(cfg, name), f"--{name.replace('_', '-')}")  # parsed once
+             for name in ("inter_link", "intra_link")}  # a bad link string: ConfigError
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
-    _hold_reducer_options(cfg)
+    _hold_reducer_options(cfg, links)
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")
         if not sep or not all(x.strip().isdigit() or x == "" for x in (a, b)) or (
@@ -213,13 +213,14 @@ def _validate(cfg: TrainConfig) -> None:
     _validate_ps_and_delays(cfg, bad)
 
 
-def _hold_reducer_options(cfg: TrainConfig) -> None:
+def _hold_reducer_options(cfg: TrainConfig, links: dict[str, Any]) -> None:
     """Check the reducer fields once, as ``ReducerOptions``, and keep the parsed record.
 
     The environment defaults (``MPICOMM_RANKS_PER_NODE``, ``MPICOMM_VALIDATE``, ...)
     are read here too, so a bad one is refused before the run.
     """
     values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ReducerFields)}
+    values.update({k: v for k, v in links.items() if v is not None})  # the parsed LinkSpec
     try:
         opts = ReducerOptions(**values)
     except ConfigError as exc:  # name the flag of a bad codec, as the other checks do
