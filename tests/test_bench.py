@@ -141,7 +141,7 @@ def test_vs_column_marks_noise_and_crossovers_are_reported(tmp_path):
 
 
 def test_measured_and_predicted_crossovers():
-    from mpicomm.bench.crossover import crossover_lines, measured_crossovers, predicted_crossover
+    from mpicomm.analysis.crossover import crossover_lines, measured_crossovers, predicted_crossover
     from mpicomm.costmodel.formulas import LinkModel, ModelParams, auto_crossover
 
     rng = np.random.default_rng(0)

@@ -5,15 +5,16 @@ import sys
 
 import pytest
 
-from mpicomm.bench import experiments as E
-from mpicomm.bench import plot
+from mpicomm.figures import plot
+from mpicomm.figures import registry as R
+from mpicomm.figures import runner as E
 
 
 @pytest.fixture
 def ctx(tmp_path):
     root = tmp_path / "experiments"
     root.mkdir()
-    return E.Context(root, quick=True, timeout_s=120)
+    return R.Context(root, quick=True, timeout_s=120)
 
 
 @pytest.fixture
@@ -33,8 +34,8 @@ def tiny():
         ctx.mpicomm(None, ["model", "--predict", "--profile", "nope"], "t_broken.json")
         raise RuntimeError("no data")
 
-    E.figure("t", "tiny figure")(tiny_figure)
-    E.figure("tb", "broken figure")(broken)
+    R.figure("t", "tiny figure")(tiny_figure)
+    R.figure("tb", "broken figure")(broken)
     yield
     del E.FIGURES["t"], E.FIGURES["tb"]
 
@@ -84,7 +85,7 @@ def test_replot_runs_nothing(ctx, tiny):
 
 
 def test_timeout_kills_the_job(tmp_path):
-    rc = E._run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, 1.0,
+    rc = R._run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, 1.0,
                 tmp_path / "log.txt")
     assert rc is None
 
@@ -95,9 +96,6 @@ def test_unknown_figure_key(ctx):
 
 
 def test_registry_has_the_figures_of_this_branch():
-    from mpicomm.bench import figures  # noqa: F401 - registers
-
-    E._register()
     assert {"1", "2", "3", "4", "5", "8"} <= set(E.FIGURES)
 
 
@@ -135,7 +133,7 @@ def _model_row(strategy, t_us, pred_us, **extra):
 
 def test_figure2_text_and_plot_from_records(tmp_path):
     pytest.importorskip("matplotlib")
-    from mpicomm.bench import figures as F
+    from mpicomm.figures import catalog as F
 
     docs = {}
     for p in (2, 4, 8):  # one server grows as p−1, the ring nearly flat
@@ -156,7 +154,7 @@ def test_figure2_text_and_plot_from_records(tmp_path):
 
 def test_figure4_bytes_formula_and_text(tmp_path):
     pytest.importorskip("matplotlib")
-    from mpicomm.bench import figures_sweeps as S
+    from mpicomm.figures import sweeps as S
 
     n = 16 << 20
     sent = S.hierarchy_bytes(4, 2, n)  # p=4, L=2, m=2
@@ -179,7 +177,7 @@ def test_figure4_bytes_formula_and_text(tmp_path):
 
 def test_figure5_fusion_model_and_text(tmp_path):
     pytest.importorskip("matplotlib")
-    from mpicomm.bench import figures_sweeps as S
+    from mpicomm.figures import sweeps as S
 
     # 2 ranks: B·2α + n·β (+ n/2·γ); 100 buckets of 1 MB at α = 10 µs, β = 1 ns/B
     assert S.fusion_model_s(2, 1e8, 100, 10e-6, 1e-9) == pytest.approx(100 * 2 * 10e-6 + 0.1)
@@ -211,9 +209,7 @@ def test_registry_order_is_numeric():
 def test_figures_6_and_7_drafts_on_synthetic_records(tmp_path):
     """Registered only once --compress / --ps-mode land; their text and plots work now."""
     pytest.importorskip("matplotlib")
-    from mpicomm.bench import figures_sweeps as S
-
-    E._register()
+    from mpicomm.figures import sweeps as S
     assert ("6" in E.FIGURES) == S.has_compression()
     assert ("7" in E.FIGURES) == S.has_real_ps()
     recs = {c: {"bytes_per_step": b, "test_accuracy": a, "train_loss_first": 2.3,
@@ -231,7 +227,7 @@ def test_figures_6_and_7_drafts_on_synthetic_records(tmp_path):
 
 
 def test_figure5_text_says_when_overlap_did_not_pay():
-    from mpicomm.bench import figures_sweeps as S
+    from mpicomm.figures import sweeps as S
 
     def rec(step, total, exposed):
         return {"buckets": 9, "grad_bytes": 8e6, "step_time_mean_s": step, "comm_total_s": total,
@@ -245,7 +241,7 @@ def test_figure5_text_says_when_overlap_did_not_pay():
 
 
 def test_figure5_text_names_the_measured_cost_per_bucket():
-    from mpicomm.bench import figures_sweeps as S
+    from mpicomm.figures import sweeps as S
 
     def rec(buckets, total):
         return {"buckets": buckets, "grad_bytes": 800_000, "step_time_mean_s": total + 0.001,

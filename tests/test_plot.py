@@ -7,10 +7,10 @@ import sys
 import pytest
 from mpi_harness import ROOT
 
-from mpicomm.bench import plot
 from mpicomm.bench.predict import predict_rows
 from mpicomm.bench.profiles import profile
 from mpicomm.core.errors import ConfigError
+from mpicomm.figures import plot
 
 STRATS = ["native", "ring", "ps"]
 SIZES = [4096, 65536, 1 << 20, 16 << 20]

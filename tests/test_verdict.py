@@ -1,9 +1,11 @@
-"""bench.verdict: wins need a difference beyond the noise; same distributions tie; seeded."""
+"""analysis.verdict: wins need a difference beyond the noise; same distributions tie; seeded."""
+
+import re
 
 import numpy as np
 import pytest
 
-from mpicomm.bench.verdict import (
+from mpicomm.analysis.verdict import (
     compare_pair,
     cpu_sharing_warning,
     crossovers,
@@ -75,7 +77,7 @@ def test_work_scales_speed():
 
 
 def test_floor_and_same_algorithm():
-    from mpicomm.bench.verdict import Interval
+    from mpicomm.analysis.verdict import Interval
 
     r = Interval(1.1, 1.05, 1.15)
     assert decide("a", "b", r).winner == "a"
@@ -85,7 +87,7 @@ def test_floor_and_same_algorithm():
 
 
 def test_crossovers():
-    from mpicomm.bench.verdict import Interval
+    from mpicomm.analysis.verdict import Interval
 
     def v(x):
         lo, hi = (x * 0.97, x * 1.03)
@@ -103,3 +105,51 @@ def test_crossovers():
 def test_cpu_sharing_warning():
     assert cpu_sharing_warning(2, cores=2) is None
     assert "4 ranks share 2 cores" in cpu_sharing_warning(4, cores=2)
+
+
+def test_table_times_share_one_estimator():
+    """issue 19 item 7: comm ms (a mean) exceeded step ms (a median): 3.66 against 2.87."""
+    from mpicomm.analysis.report import format_table
+
+    rec = {"strategy": "ring", "ranks": 2, "workers": 2, "step_time_median_s": 2.87e-3,
+           "step_time_p90_s": 9.0e-3, "step_time_mean_s": 4.1e-3, "comm_s": 3.66e-3,
+           "comm_share": 3.66 / 4.1}
+    header, _, row = format_table([rec]).splitlines()
+    cells = dict(zip(re.split(r"\s{2,}", header.strip()), row.split(), strict=True))
+    assert float(cells["step ms"]) >= float(cells["comm ms"]) == 3.66
+    assert cells["step ms"] == "4.10" and "p90" not in header
+
+
+def test_late_rank_needs_more_than_noise():
+    """issue 19 item 7: 'rank 1 holds the others back' for last in 50% of 10 calls (noise)."""
+    from mpicomm.analysis.verdict import late_rank
+
+    assert late_rank([0.2, 0.5, 0.2, 0.1], 10) is None        # 5 of 10 among 4: 8% by chance
+    assert late_rank([0.5, 0.5], 1000) is None                 # 2 ranks: 50% is chance itself
+    assert late_rank([0.1, 0.7, 0.1, 0.1], 10) is None         # 7 of 10: 0.35% > 1%/4
+    assert late_rank([0.05, 0.85, 0.05, 0.05], 200) == 1       # 170 of 200: no chance
+    assert late_rank([None, 0.02, 0.96, 0.02], 50) == 2        # a server (None) is not counted
+    assert late_rank([0.9, 0.1], 20) == 0                      # 18 of 20 of 2: 2e-4 by chance
+
+
+def test_one_strategy_compare_is_a_measurement_not_a_failure():
+    """issue 19 item 7: `compare --strategies ring` read like a failed comparison."""
+    from mpicomm.analysis.reading import verdict_lines
+
+    (line,) = verdict_lines([], 1.0, 3, names=["ring"])
+    assert "ring alone" in line and "fewer" not in line and "nothing" not in line
+    assert "fewer than two" in verdict_lines([], 1.0, 3, names=["ring", "ps"])[0]
+
+
+def test_prediction_summary_names_the_fastest_per_size_range():
+    """issue 19 item 7: `model --predict` printed 364 rows and no summary."""
+    from mpicomm.analysis.prediction import best_lines
+
+    rows = [{"ranks": p, "bytes": n, "strategy": s, "predicted_us": t}
+            for p in (8, 64) for n in (1024, 2048, 4096, 8192)
+            for s, t in (("native", 10.0 + n / (100 if p == 64 else 1e9)),
+                         ("ring", 30.0 + n / 1000), ("ps", None))]
+    assert best_lines(rows) == [
+        "8 ranks: fastest native at every size",
+        "64 ranks: fastest native up to 2 KiB, ring from 4 KiB",
+    ]

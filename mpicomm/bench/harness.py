@@ -1,8 +1,8 @@
-"""``python -m mpicomm bench``: nccl-tests-style sweep of every strategy over message sizes.
+"""The nccl-tests-style harness: sweep strategies over message sizes (``python -m mpicomm bench``).
 
     mpiexec -n 2 python -m mpicomm bench -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -d float
 
-The harness owns what is generic; a plug-in (``bench_allreduce.AllreduceTest``,
+The harness owns what is generic; a plug-in (``bench.allreduce.AllreduceTest``,
 one per registered strategy) owns the collective. Per strategy and size:
 
 1. take views of buffers allocated once for the largest size, fill the input;
@@ -14,7 +14,7 @@ one per registered strategy) owns the collective. Per strategy and size:
 5. ``-c`` times: refill inputs from (seed, rank, rep), run once, count elements
    off the independently computed expectation; ``#wrong`` is summed over ranks;
 6. print one nccl-tests row; ``vs <baseline>`` is baseline time / time (>1: faster),
-   marked ``*`` when its 95% interval (``bench.verdict``: bootstrap over the
+   marked ``*`` when its 95% interval (``analysis.verdict``: bootstrap over the
    calls, paired by round) excludes 1, ``~`` when the difference is within noise;
 7. after the sweep, per pair of strategies, the sizes where the significant
    winner changes (measured crossover, with the bracketing sizes) beside the
@@ -32,28 +32,31 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
-from mpicomm.bench import verdict as V
+from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
-from mpicomm.bench.crossover import crossover_lines
 from mpicomm.codecs import make_reducer
+from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
-from mpicomm.core.options import HIERARCHICAL_VARIANTS
+from mpicomm.core.options import ReducerFields
 from mpicomm.core.progress import Progress
-from mpicomm.core.units import fmt_bytes, fmt_num, jsonable
+from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
 from mpicomm.reducers import strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
-           "run", "RECORD_KEYS"]
+           "RECORD_KEYS", "reducer_options", "chosen_strategies", "usage_error", "device_error",
+           "emulation_note", "cpu_sharing", "thread_level_record", "write_records", "format_row",
+           "HEADER", "LEGEND"]
 
 DTYPES = {"float": np.float32, "float32": np.float32, "double": np.float64,
           "float64": np.float64}
@@ -75,18 +78,6 @@ class BenchConfig:
     op: str = "sum"
     seed: int = 1
     device: str = "cpu"  # cpu (NumPy buffers) | gpu (CuPy buffers)
-
-
-def parse_bytes(text: str) -> int:
-    """Parse ``8``, ``4K``, ``64M``, ``1G`` (powers of 1024) into bytes."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B")
-    try:
-        if t and t[-1] in units:
-            return int(float(t[:-1]) * units[t[-1]])
-        return int(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8, 4K, 64M)") from None
 
 
 def size_list(begin: int, end: int, factor: float) -> list[int]:
@@ -136,7 +127,7 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
     ratios stay fair.
 
     Args:
-        tests: plug-ins (see ``mpicomm.bench_allreduce``) active on every rank of ``comm``.
+        tests: plug-ins (see ``mpicomm.bench.allreduce``) active on every rank of ``comm``.
         comm: the ranks taking part.
         cfg: sizes, iterations, rounds, warm-up, checks, dtype, op, seed.
         bufs: buffers for the largest size.
@@ -269,46 +260,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
                    help="cpu: NumPy buffers; gpu: CuPy buffers (needs mpicomm[gpu])")
     p.add_argument("--seed", type=int, default=1, help="inputs derive from (seed, rank)")
-    p.add_argument("--ranks-per-node", type=int, default=None,
-                   help="hierarchical: simulate nodes of K consecutive ranks (default: ask MPI)")
-    p.add_argument("--variant", choices=HIERARCHICAL_VARIANTS, default="reduce_scatter",
-                   help="hierarchical variant")
-    p.add_argument("--servers", type=int, default=1, help="ps: number of servers S")
-    p.add_argument("--dedicated", action="store_true",
-                   help="ps: the last S ranks only serve (they call serve())")
-    p.add_argument("--crossover-bytes", type=parse_bytes, default=None,
-                   help="auto: switch size (default: from the cost model)")
-    add_link_arguments(p)
-    p.add_argument("--validate", action="store_true",
-                   help="check length/dtype/op agreement on every call, as reducers do by "
-                        "default (off here: the bench checks results itself; the first call "
-                        "is still checked)")
+    # the reducer options: generated from the one record (core.options.ReducerFields);
+    # per-call agreement checks are off here: the bench checks the results itself
+    add_flags(p, ReducerFields, defaults={"validate": False},
+              notes={"validate": "(off here: the bench checks results itself; the first call "
+                                 "is still checked)",
+                     "compress": "(lossy: result checks are off unless none)"})
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
                    help="MPI thread level to request (read before MPI starts; default: "
                    "MPICOMM_THREAD_LEVEL, else mpi4py's multiple)")
-    p.add_argument("--compress", default="none",
-                   help="gradient compression: none | fp16 | int8 | topk:RATIO[:noef] "
-                        "(lossy: result checks are off unless none)")
     p.add_argument("--json", default=None, metavar="PATH", help="write records as JSON")
     p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
 
 
-def add_link_arguments(p: argparse.ArgumentParser) -> None:
-    """``--inter-link`` / ``--intra-link`` (emulated links, docs/links.md); shared with train."""
-    p.add_argument("--inter-link", default=None, metavar="LATENCY,BANDWIDTH",
-                   help="emulate the links between nodes, e.g. 20us,1GB/s or 5us,100Gb/s "
-                        "(or MPICOMM_INTER_LINK; native cannot be emulated)")
-    p.add_argument("--intra-link", default=None, metavar="LATENCY,BANDWIDTH",
-                   help="emulate the links inside a node (or MPICOMM_INTRA_LINK)")
-
-
 def reducer_options(args: argparse.Namespace) -> dict:
     """The ``ReducerOptions`` fields the command line sets (passed to every strategy)."""
-    return {"ranks_per_node": args.ranks_per_node, "variant": args.variant,
-            "servers": args.servers, "dedicated": args.dedicated,
-            "crossover_bytes": args.crossover_bytes, "validate": args.validate,
-            "inter_link": args.inter_link, "intra_link": args.intra_link,
-            "compress": args.compress}
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(ReducerFields)}
 
 
 def emulation_note(options: dict) -> str | None:
@@ -478,65 +445,3 @@ def write_records(rows: list[dict], meta: dict, json_path: str | None,
             w = csv.DictWriter(f, fieldnames=keys)
             w.writeheader()
             w.writerows(rows)
-
-
-def run(args: argparse.Namespace) -> int:
-    from mpicomm.core.environment import environment
-    from mpicomm.core.options import ReducerOptions
-
-    world = MPI.COMM_WORLD
-    names = chosen_strategies(args)
-    if names is None:
-        return 2
-    cfg = BenchConfig(sizes=tuple(size_list(args.minbytes, args.maxbytes, args.stepfactor)),
-                      iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
-                      check=args.check if args.compress == "none" else 0,
-                      dtype=args.datatype, op=args.op, seed=args.seed, device=args.device)
-    options = reducer_options(args)
-    ReducerOptions.from_kwargs("bench", **options)  # bad values: one line, before the header
-    if device_error(cfg.device, "bench"):
-        return 2
-    level = thread_level_record(args)
-    root = world.Get_rank() == 0
-    sharing = cpu_sharing(world)
-    if root:
-        print(f"# mpicomm bench: {world.Get_size()} ranks, {cfg.dtype} {cfg.op} on {cfg.device}, "
-              f"sizes {fmt_bytes(cfg.sizes[0])} .. {fmt_bytes(cfg.sizes[-1])} "
-              f"x{args.stepfactor:g}, iters {cfg.iters} x {cfg.rounds} rounds, warmup "
-              f"{cfg.warmup}, check {cfg.check}, thread level {level['provided']}")
-        print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
-        note = emulation_note(options)
-        if note:
-            print(note)
-        print(LEGEND.replace("vs baseline:", f"vs baseline ({args.baseline}"
-                             f"{'' if args.baseline in names else ', not in this run: -'}):"))
-        if sharing:
-            print(f"# {sharing}")
-        print(HEADER, flush=True)
-    described: dict = {}
-    rows = run_bench(names, options, cfg, args.baseline,
-                     printer=lambda row: print(format_row(row), flush=True), described=described)
-    if root:
-        for name in names:
-            mine = [r for r in rows if r["strategy"] == name]
-            if mine:
-                avg = sum(r["busbw_gbps"] for r in mine) / len(mine)
-                bad = sum(r["wrong"] for r in mine)
-                print(f"# {name:>18}: avg bus bandwidth {avg:8.3f} GB/s, "
-                      f"out of bounds values {bad} {'OK' if bad == 0 else 'FAILED'}")
-    params = None
-    if len(names) > 1 and world.Get_size() > 1 and len(cfg.sizes) > 1:
-        from mpicomm.costmodel.calibrate import quick_params
-
-        params = quick_params(world)  # collective, ~20 ms: the model's crossovers
-    if root:
-        lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
-                                           cfg.seed)
-        for line in lines:
-            print(line)
-        meta = {"command": "bench", "argv": sys.argv, "environment": environment(),
-                "thread_level": level, "config": asdict(cfg), "options": options,
-                "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size(),
-                "reducers": described, "crossovers": crossings}
-        write_records(rows, meta, args.json, args.csv)
-    return 1 if any(r["wrong"] for r in rows) else 0

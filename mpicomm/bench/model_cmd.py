@@ -13,12 +13,12 @@ from dataclasses import asdict
 
 from mpi4py import MPI
 
-from mpicomm.bench.measure import measure
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
+from mpicomm.costmodel.measure import measure
 
 __all__ = ["add_arguments", "run"]
 

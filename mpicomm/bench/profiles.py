@@ -75,7 +75,7 @@ def measured_params(path: str | None = None) -> tuple[ModelParams, str]:
 
 def calibrate(path: str = DEFAULT_PARAMS_PATHS[0], timeout_s: float = 300.0) -> str:
     """Measure this machine's α, β(m), γ(m) in a short 2-rank ``model`` run; return the JSON."""
-    from mpicomm.bench.experiments import mpiexec_command
+    from mpicomm.bench.launch import mpiexec_command
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     cmd = mpiexec_command(2, ["model", "--strategies", "ring", "-b", "1M", "-e", "64M", "-f", "4",

@@ -17,6 +17,11 @@ from mpicomm.core.gpu import gpu_info
 from mpicomm.core.topology import Topology
 from mpicomm.reducers import strategies
 
+__all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
+
+HELP = "print MPI, topology and buffer-support facts"
+USES_MPI = True
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks-per-node", type=int, default=None,

@@ -1,39 +1,40 @@
 """``python -m mpicomm <command>``: one entry point, one small module per command.
 
-Each command module defines ``add_arguments(parser)`` and ``run(args) -> int``
-and is registered by one line in ``COMMANDS``. The entry point:
+Each command module (``mpicomm.cli.<name>``) defines ``HELP``, ``USES_MPI``,
+``add_arguments(parser)`` and ``run(args) -> int``, and is registered by one line
+in ``COMMANDS``. The entry point:
 
 1. parses flags identically on every rank (usage errors are printed by rank 0 only);
 2. runs the command on every rank;
 3. if any rank raises, prints ``mpicomm: rank R: <traceback>`` and calls
-   ``MPI.COMM_WORLD.Abort(1)``, so no rank waits forever and mpiexec exits non-zero.
+   ``MPI.COMM_WORLD.Abort(1)``, so no rank waits forever and mpiexec exits non-zero;
+   a command that sends no message (``plot``, ``experiments``, ``model --predict``)
+   or a job of one rank exits instead (2 for a ``ConfigError``), with no ``MPI_Abort``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import os
 import sys
 import time
 import traceback
+from types import ModuleType
 
+from mpicomm.cli import bench, compare, experiments, info, model, plot, train
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
-# name -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "info": ("mpicomm.cli.info", "print MPI, topology and buffer-support facts"),
-    "bench": ("mpicomm.bench.harness",
-              "nccl-tests-style sweep: time, algbw, busbw, #wrong per size"),
-    "model": ("mpicomm.bench.model_cmd",
-              "alpha-beta-gamma cost model: predicted vs measured time"),
-    "train": ("mpicomm.train.loop",
-              "train the MLP with one sync strategy; time and bytes per step"),
-    "compare": ("mpicomm.train.compare",
-                "train under several strategies in one job; side-by-side table"),
-    "plot": ("mpicomm.bench.plot", "draw the standard figures of bench/model/compare/train JSON"),
-    "experiments": ("mpicomm.bench.experiments", "run every figure; PNGs, experiments/README.md"),
+# name -> command module (its HELP is the one-line help)
+COMMANDS: dict[str, ModuleType] = {
+    "info": info,
+    "bench": bench,
+    "model": model,
+    "train": train,
+    "compare": compare,
+    "plot": plot,
+    "experiments": experiments,
 }
 
 
@@ -64,58 +65,90 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="command", parser_class=RankZeroParser)
     sub.required = True
-    for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).add_arguments(p)
-        p.set_defaults(_module=module)
+    for name, module in COMMANDS.items():
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_command=name)
     return parser
 
 
-def guarded(fn, *args, **kwargs):
-    """Call ``fn``; if it raises on this rank, print the error and abort every rank.
+def _peers() -> bool:
+    """True when other MPI ranks exist that could wait on this one."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return False
+    return MPI.Is_initialized() and not MPI.Is_finalized() and MPI.COMM_WORLD.Get_size() > 1
+
+
+def _abort(code: int) -> None:
+    """End this process with ``code``: ``MPI_Abort`` when peers exist; never returns.
+
+    Some MPICH builds return from ``MPI_Abort`` on the calling rank (seen with the
+    singleton and hydra); ``os._exit`` after it makes sure no line of the caller
+    runs after the failure (issue 19 item 3).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _peers():
+        time.sleep(ABORT_GRACE_S)
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Abort(code)
+    os._exit(code)
+
+
+def guarded(fn, *args, mpi: bool = True, **kwargs):
+    """Call ``fn``; if it raises on this rank, print the error and end the job (never returns).
 
     A ``ConfigError`` (bad strategy or option: the same on every rank, raised
     before any message) is printed as one line by rank 0, and the job ends with
     exit code 2. Anything else prints ``mpicomm: rank R: <traceback>`` and ends
-    the job with exit code 1. Either way ``MPI_Abort`` ends every rank: a rank
+    the job with exit code 1. With peers, ``MPI_Abort`` ends every rank: a rank
     that merely exited would leave the others waiting in their next collective.
+    ``mpi=False`` (a command that sends no message) or a job of one rank exits
+    without ``MPI_Abort``, so a clean error is not followed by MPI's abort banner.
     """
     try:
         return fn(*args, **kwargs)
     except SystemExit:
         raise
     except ConfigError as exc:
-        from mpi4py import MPI
-
-        rank = MPI.COMM_WORLD.Get_rank()
+        peers = mpi and _peers()
+        rank = _world_rank() if _peers() else 0
         sys.stdout.flush()
+        if not peers and rank != 0:  # a command without messages: rank 0 says it for all
+            _exit(2)
         if rank != 0:
             # rank 0 raised the same error and aborts first; print only if it did not
             time.sleep(1.0)
         sys.stderr.write(f"mpicomm: error: {exc}\n" if rank == 0 else
                          f"mpicomm: rank {rank}: error: {exc}\n")
-        sys.stderr.flush()
-        time.sleep(ABORT_GRACE_S)
-        MPI.COMM_WORLD.Abort(2)
+        _abort(2) if peers else _exit(2)
     except BaseException as exc:  # noqa: BLE001 - any failure must end the job
-        from mpi4py import MPI
-
-        rank = MPI.COMM_WORLD.Get_rank()
+        peers = mpi and _peers()
+        rank = _world_rank() if peers else 0
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         sys.stdout.flush()
         sys.stderr.write(
             "".join(f"mpicomm: rank {rank}: {line}\n" for line in text.rstrip().splitlines())
         )
         sys.stderr.write(f"mpicomm: rank {rank}: {type(exc).__name__}: {exc} -- aborting job\n")
-        sys.stderr.flush()
-        time.sleep(ABORT_GRACE_S)
-        MPI.COMM_WORLD.Abort(1)
+        _abort(1) if peers else _exit(1)
+
+
+def _exit(code: int) -> None:
+    """No peers: flush and exit with ``code`` (no ``MPI_Abort``, no banner); never returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command on every rank."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    module = importlib.import_module(args._module)
-    rc = guarded(module.run, args)
+    module = COMMANDS[args._command]
+    uses_mpi = getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args)
+    rc = guarded(module.run, args, mpi=uses_mpi)
     return int(rc or 0)

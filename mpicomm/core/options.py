@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
+from mpicomm.core.units import parse_bytes
 
-__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress",
-           "MAX_CHANNELS"]
+__all__ = ["ReducerOptions", "ReducerFields", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS",
+           "parse_compress", "MAX_CHANNELS"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
 
@@ -44,6 +45,9 @@ def parse_compress(text: object) -> tuple[str, float | None, bool]:
             ratio = float("nan")
         if 0 < ratio <= 1:
             return "topk", ratio, len(parts) == 2 or parts[2] == "ef"
+        raise ConfigError(f"compress {text!r}: the codec is top-k; its RATIO (the fraction of "
+                          f"elements sent) must be 0 < RATIO <= 1, got {parts[1]!r}; valid "
+                          f"codecs: {', '.join(CODECS)} (e.g. topk:0.01)")
     raise ConfigError(f"unknown compress codec {text!r}; valid codecs: {', '.join(CODECS)} "
                       f"(0 < RATIO <= 1, e.g. topk:0.01)")
 
@@ -60,13 +64,53 @@ def env_flag(name: str) -> bool | None:
     raise ConfigError(f"{name}={value!r}: expected 0 or 1")
 
 
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise ConfigError(f"crossover_bytes: {exc}") from None
+
+
 def _bool_or_none(name: str, value) -> None:
     if value is not None and not isinstance(value, bool):
         raise ConfigTypeError(f"{name} must be True, False or None, got {value!r}")
 
 
 @dataclass(frozen=True)
-class ReducerOptions:
+class ReducerFields:
+    """The reducer options' fields, declared once (help: the trailing comments).
+
+    ``ReducerOptions`` adds their checks; ``train.config.TrainConfig`` inherits them,
+    so a training run holds the reducer options; train, compare and bench generate
+    their flags from these lines (``core.flags.add_flags``).
+    """
+
+    ranks_per_node: int | None = None   # hierarchical: simulated node size K (default: ask
+                                        # MPI, or MPICOMM_RANKS_PER_NODE)
+    variant: str = "reduce_scatter"     # hierarchical variant: reduce_scatter | leader
+    servers: int = 1                    # ps: parameter servers S (key ranges)
+    dedicated: bool = False             # ps: the last S ranks only serve
+    validate: bool | None = None        # every call checks the ranks' length, dtype, op (True)
+                                        # or only the first (False); default MPICOMM_VALIDATE,
+                                        # else True
+    cuda_aware: bool | None = None      # CuPy buffers: device pointers to MPI (True) or staged
+                                        # through host memory (False); default
+                                        # MPICOMM_CUDA_AWARE, else ask MPI
+    crossover_bytes: int | None = field(default=None, metadata={"flag_type": parse_bytes})
+                                        # auto: message size (8, 4K, 1M) from which the ring
+                                        # is used (default: the cost model's)
+    inter_link: str | LinkSpec | None = None  # emulated link between nodes LATENCY,BANDWIDTH,
+                                        # e.g. 20us,1GB/s (MPICOMM_INTER_LINK; docs/links.md;
+                                        # native cannot be emulated)
+    intra_link: str | LinkSpec | None = None  # emulated link inside a node (MPICOMM_INTRA_LINK)
+    compress: str = "none"              # gradient compression on the wire: none | fp16 | int8
+                                        # | topk:RATIO[:noef] (docs/compression.md)
+    channels: int = 1                   # ring: K rotated rings over K slices, so K ranks cross
+                                        # each node boundary (docs/tree_and_channels.md)
+
+
+@dataclass(frozen=True)
+class ReducerOptions(ReducerFields):
     """Options shared by all strategies (each uses the ones it needs).
 
     Attributes:
@@ -103,18 +147,6 @@ class ReducerOptions:
             ``compress`` is refused).
     """
 
-    ranks_per_node: int | None = None
-    variant: str = "reduce_scatter"
-    servers: int = 1
-    dedicated: bool = False
-    validate: bool | None = None
-    cuda_aware: bool | None = None
-    crossover_bytes: int | None = None
-    inter_link: str | LinkSpec | None = None
-    intra_link: str | LinkSpec | None = None
-    compress: str = "none"
-    channels: int = 1
-
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
         if self.variant not in HIERARCHICAL_VARIANTS:
@@ -133,6 +165,8 @@ class ReducerOptions:
             object.__setattr__(self, "validate", True if env is None else env)
         if self.cuda_aware is None:  # still None when unset: ask MPI at the first GPU call
             object.__setattr__(self, "cuda_aware", env_flag("MPICOMM_CUDA_AWARE"))
+        if isinstance(self.crossover_bytes, str):  # "1M": a size, as on the command line
+            object.__setattr__(self, "crossover_bytes", _size(self.crossover_bytes))
         c = self.crossover_bytes
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
             raise ConfigError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")

@@ -9,10 +9,11 @@ link or an empty sample prints ``-`` instead of ``inf``, ``nan`` or a
 
 from __future__ import annotations
 
+import argparse
 import math
 from typing import Any
 
-__all__ = ["fmt_bytes", "finite", "fmt_num", "jsonable", "MISSING"]
+__all__ = ["fmt_bytes", "finite", "fmt_num", "jsonable", "MISSING", "parse_bytes", "SizeError"]
 
 MISSING = "-"  # the cell of a value that was not measured or is not finite
 _BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
@@ -66,3 +67,21 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+class SizeError(ValueError, argparse.ArgumentTypeError):
+    """Not a size: a ``ValueError`` that argparse prints as a usage error."""
+
+
+def parse_bytes(text: str | int) -> int:
+    """Parse ``8``, ``4K``, ``64M``, ``1G`` (powers of 1024) into bytes; ``SizeError`` if not."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = str(text).strip().upper().removesuffix("B")
+    try:
+        if t and t[-1] in units:
+            return int(float(t[:-1]) * units[t[-1]])
+        return int(t)
+    except ValueError:
+        raise SizeError(f"not a size: {text!r} (e.g. 8, 4K, 64M)") from None

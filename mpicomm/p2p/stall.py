@@ -39,9 +39,11 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.core import tags
+
 __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait"]
 
-_TAG_ASK, _TAG_ANSWER = 7001, 7002
+_TAG_ASK, _TAG_ANSWER = tags.STALL_ASK, tags.STALL_ANSWER
 _ANSWER_WAIT_S = 1.0
 _LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
 

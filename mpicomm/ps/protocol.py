@@ -18,9 +18,12 @@ the status: arrival order is the order pushes are applied in (async/ssp).
 
 from __future__ import annotations
 
+from mpicomm.core import tags
+
 __all__ = ["TAG_HEADER", "TAG_PUSH", "TAG_STATUS", "TAG_PULL", "TAG_FINAL", "TAG_SNAPSHOT",
            "CMD_PUSH", "CMD_DONE", "CMD_SNAPSHOT", "MODES"]
 
-TAG_HEADER, TAG_PUSH, TAG_STATUS, TAG_PULL, TAG_FINAL, TAG_SNAPSHOT = 31, 32, 33, 34, 35, 36
+TAG_HEADER, TAG_PUSH, TAG_STATUS = tags.PSP_HEADER, tags.PSP_PUSH, tags.PSP_STATUS
+TAG_PULL, TAG_FINAL, TAG_SNAPSHOT = tags.PSP_PULL, tags.PSP_FINAL, tags.PSP_SNAPSHOT
 CMD_PUSH, CMD_DONE, CMD_SNAPSHOT = 1.0, 2.0, 3.0
 MODES = ("sync", "async", "ssp")

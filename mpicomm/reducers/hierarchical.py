@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import tags
 from mpicomm.core.backend import sync_device
 from mpicomm.core.topology import Topology
 from mpicomm.reducers.base import Reducer
@@ -64,7 +65,7 @@ from mpicomm.reducers.ring import (
 
 __all__ = ["HierarchicalReducer"]
 
-_TAG_INTRA_RS, _TAG_INTRA_AG, _TAG_INTER = 11, 12, 100
+_TAG_INTRA_RS, _TAG_INTRA_AG, _TAG_INTER = tags.HIER_INTRA_RS, tags.HIER_INTRA_AG, tags.HIER_INTER
 
 
 class _Plan:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.core.codes import CODE_DTYPES, DTYPE_CODES, DTYPE_NAMES, OP_MEAN, OP_NAMES, OP_SUM
 from mpicomm.core.errors import ConfigError
@@ -56,7 +57,7 @@ from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
 
 __all__ = ["ParameterServerReducer"]
 
-_TAG_HEADER, _TAG_PUSH, _TAG_PULL = 21, 22, 23
+_TAG_HEADER, _TAG_PUSH, _TAG_PULL = tags.PS_HEADER, tags.PS_PUSH, tags.PS_PULL
 _CMD_REDUCE, _CMD_CLOSE = 1, 2
 
 

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.reducers.base import Reducer
 
 __all__ = ["RecursiveDoublingReducer", "fold_plan"]
 
-_TAG_FOLD, _TAG_EXCHANGE, _TAG_UNFOLD = 31, 32, 33
+_TAG_FOLD, _TAG_EXCHANGE, _TAG_UNFOLD = tags.RD_FOLD, tags.RD_EXCHANGE, tags.RD_UNFOLD
 
 
 def fold_plan(p: int, rank: int) -> tuple[int | None, int | None, list[int]]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.p2p import Transport
 from mpicomm.reducers.base import Reducer
@@ -179,11 +180,12 @@ class RingReducer(Reducer):
             return
         bounds, scratch, largest = self._plan(flat)
         ring_reduce_scatter(
-            self.p2p, self._ring, self.rank, flat, bounds, scratch, tag=1, largest=largest
+            self.p2p, self._ring, self.rank, flat, bounds, scratch, tag=tags.RING_RS,
+            largest=largest,
         )
         if scale is not None:
             own = flat[bounds[self.rank] : bounds[self.rank + 1]]
             own *= scale
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
-        ring_allgather(self.p2p, self._ring, self.rank, flat, bounds, tag=2)
+        ring_allgather(self.p2p, self._ring, self.rank, flat, bounds, tag=tags.RING_AG)

@@ -1,38 +1,41 @@
 """``TrainConfig``: every training flag, once — the command-line flags are generated from it.
 
-Each field is one line: ``name: type = default  # help``. ``add_arguments`` reads
-the type and default from the dataclass and the help from the trailing comment
-(continued on comment-only lines below it), so a new flag is one new field:
+The config HOLDS the reducer options: it inherits their fields from
+``core.options.ReducerFields`` (declared once, beside ``ReducerOptions``), and
+``reducer`` is the checked, parsed ``ReducerOptions`` of the run (links parsed
+into ``LinkSpec``, ``compress`` normalised), passed down to ``make_reducer``.
 
-    inter_link: str | None = None       # reducer: emulated inter-node link LATENCY,BANDWIDTH
+Each field is one line: ``name: type = default  # help``; ``core.flags.add_flags``
+reads the type and default from the dataclass and the help from the trailing
+comment (continued on comment-only lines below it), so a new flag is one new field:
+
+    staleness: int = 0                  # ps ssp: a worker runs at most S steps ahead
 
 Flags: ``--name-with-dashes``; ``bool = False`` gives ``--name``; ``bool = True`` or
 ``bool | None`` gives ``--name/--no-name``; ``tuple`` fields take comma lists.
-Values are checked on creation (``ConfigError``), never by argparse, so a bad
-value gives the same clear message from the command line and from Python.
+Values are checked on creation (``ConfigError``; a wrong type or an unknown name:
+``ConfigTypeError``), never by argparse, so a bad value gives the same clear
+message from the command line and from Python.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
-import io
-import textwrap
-import tokenize
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mpicomm.core import nvtx
-from mpicomm.core.errors import ConfigError  # an invalid training configuration (re-exported)
+from mpicomm.core import flags, nvtx
+from mpicomm.core.errors import (
+    ConfigError,  # an invalid training configuration (re-exported)
+    ConfigTypeError,
+)
+from mpicomm.core.flags import check_types
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
-from mpicomm.core.options import HIERARCHICAL_VARIANTS, parse_compress
+from mpicomm.core.options import HIERARCHICAL_VARIANTS, ReducerFields, ReducerOptions
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
 from mpicomm.train.model import parse_layers
@@ -44,8 +47,13 @@ SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "base
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Everything a training run depends on; validated on creation (``ConfigError``)."""
+class TrainConfig(ReducerFields):
+    """Everything a training run depends on; validated on creation (``ConfigError``).
+
+    The reducer options (``ranks_per_node``, ``variant``, ``servers``, ``dedicated``,
+    ``validate``, ``cuda_aware``, ``crossover_bytes``, ``inter_link``, ``intra_link``,
+    ``compress``) are inherited from ``ReducerFields``: one record, no second spelling.
+    """
 
     strategy: str = "native"            # gradient sync strategy (mpicomm.strategies())
     layers: tuple[int, ...] = (256, 512, 512, 10)  # MLP widths features,hidden...,classes;
@@ -73,17 +81,7 @@ class TrainConfig:
     baseline: bool = False              # also time a 1-worker run (rank 0 alone) for scaling
                                         # efficiency
     json: str | None = None             # write results as JSON here
-    ranks_per_node: int | None = None   # reducer: simulated node size (hierarchical; default:
-                                        # ask MPI)
-    variant: str = "reduce_scatter"     # reducer: hierarchical variant (reduce_scatter | leader)
-    servers: int = 1                    # reducer: parameter servers (ps)
-    dedicated: bool = False             # reducer: PS servers on their own ranks
-    validate: bool | None = None        # reducer: ranks' buffers checked on every call (True)
-                                        # or the first (False); None: MPICOMM_VALIDATE, else True
     blas_threads: int = 1               # BLAS threads per rank (0 = leave the library default)
-    inter_link: str | None = None       # reducer: emulated inter-node link LATENCY,BANDWIDTH
-                                        # e.g. 20us,1GB/s (docs/links.md)
-    intra_link: str | None = None       # reducer: emulated intra-node link LATENCY,BANDWIDTH
     bucket_mb: float = 25.0             # engine: bucket size in MB (MiB), as DDP; 0 = one
                                         # allreduce per weight and per bias
     overlap: bool = True                # engine: reduce full buckets during backward
@@ -99,8 +97,6 @@ class TrainConfig:
     straggler: tuple[str, ...] = ()     # RANK:MS: that rank sleeps MS ms in every step's compute
                                         # (repeatable)
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
-    compress: str = "none"              # reducer: gradient compression on the wire: none | fp16
-                                        # | int8 | topk:RATIO[:noef] (docs/compression.md)
     nvtx: bool = False                  # NVTX ranges (steps, buckets, collectives) for Nsight
                                         # Systems; needs mpicomm[nvtx] (docs/observability.md)
     tensorboard: str | None = None      # DIR: per-step scalars for TensorBoard, one run
@@ -116,21 +112,33 @@ class TrainConfig:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainConfig:
-        """Build the config from parsed flags (flag names = field names)."""
+        """Build the config from parsed flags (flag names = field names; other flags ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in vars(args).items() if k in names})
 
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """Build the config from ``values``, refusing unknown names with the valid ones."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ConfigTypeError(f"unknown training option{'s' if len(unknown) > 1 else ''} "
+                                  f"{', '.join(map(repr, unknown))}; valid: {', '.join(names)}")
+        return cls(**values)
+
+    @property
+    def reducer(self) -> ReducerOptions:
+        """The run's reducer options, checked and parsed once (links as ``LinkSpec``)."""
+        return self.__dict__["_reducer"]
+
     def reducer_options(self) -> dict[str, Any]:
-        """Return the ``make_reducer`` keyword options of this run."""
-        opts: dict[str, Any] = {"ranks_per_node": self.ranks_per_node, "variant": self.variant,
-                                "servers": self.servers, "dedicated": self.dedicated,
-                                "compress": self.compress}
-        if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
-            opts["validate"] = self.validate
-        for name in ("inter_link", "intra_link"):  # None: MPICOMM_*_LINK, else not emulated
-            if getattr(self, name) is not None:
-                opts[name] = getattr(self, name)
-        return opts
+        """Return the ``make_reducer`` keyword options of this run (typed: links parsed).
+
+        Options left at None (``validate``, ``cuda_aware``, ``crossover_bytes``, the
+        links) are left out, so the reducer applies its own default (environment).
+        """
+        return {f.name: getattr(self.reducer, f.name) for f in dataclasses.fields(ReducerFields)
+                if getattr(self, f.name) is not None}  # one list: the fields declared once
 
     def trace_window(self) -> tuple[int, int]:
         """Return the steps ``[a, b)`` to trace (everything when --trace-steps is not set)."""
@@ -145,6 +153,7 @@ def _validate(cfg: TrainConfig) -> None:
     def bad(msg: str) -> None:
         raise ConfigError(msg)
 
+    check_types(cfg)  # a wrong type: one line naming the flag, before any comparison
     if cfg.strategy not in strategies():
         bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(strategies())}")
     try:
@@ -184,15 +193,12 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--ranks-per-node must be >= 1, got {cfg.ranks_per_node}")
     if cfg.servers < 1:
         bad(f"--servers must be >= 1, got {cfg.servers}")
-    for name in ("inter_link", "intra_link"):  # a bad link string: ConfigError, no message
-        parse_link(getattr(cfg, name), f"--{name.replace('_', '-')}")
+    links = {name: parse_link(getattr(cfg, name), f"--{name.replace('_', '-')}")  # parsed once
+             for name in ("inter_link", "intra_link")}  # a bad link string: ConfigError
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
-    try:
-        parse_compress(cfg.compress)
-    except ConfigError as exc:
-        bad(f"--compress: {exc}")
+    _hold_reducer_options(cfg, links)
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")
         if not sep or not all(x.strip().isdigit() or x == "" for x in (a, b)) or (
@@ -206,6 +212,25 @@ def _validate(cfg: TrainConfig) -> None:
         nvtx.require()
     if cfg.tensorboard:
         tensorboard.require()
+
+
+def _hold_reducer_options(cfg: TrainConfig, links: dict[str, Any]) -> None:
+    """Check the reducer fields once, as ``ReducerOptions``, and keep the parsed record.
+
+    The environment defaults (``MPICOMM_RANKS_PER_NODE``, ``MPICOMM_VALIDATE``, ...)
+    are read here too, so a bad one is refused before the run.
+    """
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ReducerFields)}
+    values.update({k: v for k, v in links.items() if v is not None})  # the parsed LinkSpec
+    try:
+        opts = ReducerOptions(**values)
+    except ConfigError as exc:  # name the flag of a bad codec, as the other checks do
+        if "compress" not in str(exc):
+            raise
+        raise ConfigError(f"--compress: {exc}") from None
+    object.__setattr__(cfg, "_reducer", opts)
+    if cfg.crossover_bytes is not None:  # "1M" from Python: the parsed size
+        object.__setattr__(cfg, "crossover_bytes", opts.crossover_bytes)
 
 
 def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
@@ -245,69 +270,18 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
 
 # ------------------------------------------------------------ flags, generated
 def field_help(cls: type = TrainConfig) -> dict[str, str]:
-    """Return each field's help: its trailing comment, joined with comment-only lines below."""
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):  # no source (frozen app): flags without help
-        return {}
-    line_of = {node.target.id: node.lineno for node in ast.parse(source).body[0].body
-               if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
-    owner = {line: name for name, line in line_of.items()}
-    helps: dict[str, list[str]] = {}
-    current = None
-    code_lines = set()
-    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    for tok in tokens:
-        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
-                            tokenize.DEDENT):
-            code_lines.add(tok.start[0])
-    for tok in tokens:
-        if tok.type != tokenize.COMMENT:
-            continue
-        line = tok.start[0]
-        if line in owner:
-            current = owner[line]
-        elif line in code_lines:  # a comment after other code ends the field's help
-            current = None
-            continue
-        if current is not None:
-            helps.setdefault(current, []).append(tok.string.lstrip("#").strip())
-    return {name: " ".join(parts) for name, parts in helps.items()}
+    """Return each field's help (its trailing comment; inherited fields from their base)."""
+    return flags.field_help(cls)
 
 
 _DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
-
-
-def _base_type(hint: Any) -> tuple[Any, bool]:
-    """Return (the type without None, whether None is allowed)."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return args[0], True
-    return hint, False
 
 
 def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
                   cls: type = TrainConfig) -> None:
     """Add one flag per ``TrainConfig`` field to ``p`` (defaults, types and help from it).
 
+    The reducer options' flags come from the same record (``ReducerFields``).
     ``single_run=False`` (compare) leaves out ``SINGLE_RUN_ONLY``.
     """
-    p.formatter_class = _DefaultsFormatter
-    hints = typing.get_type_hints(cls)
-    helps = field_help(cls)
-    for f in dataclasses.fields(cls):
-        if not single_run and f.name in SINGLE_RUN_ONLY:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        kind, optional = _base_type(hints[f.name])
-        help_text = helps.get(f.name, "").replace("%", "%%")  # argparse formats help with %
-        if kind is bool:
-            action = "store_true" if f.default is False else argparse.BooleanOptionalAction
-            p.add_argument(flag, action=action, default=f.default, help=help_text)
-        elif kind == tuple[str, ...]:  # repeatable flag, parsed by the config
-            p.add_argument(flag, action="append", default=None, help=help_text)
-        elif typing.get_origin(kind) is tuple:  # comma list, parsed by the config
-            p.add_argument(flag, default=",".join(map(str, f.default)), help=help_text)
-        else:
-            p.add_argument(flag, type=kind, default=f.default, help=help_text,
-                           metavar=f.name.upper() if optional else None)
+    flags.add_flags(p, cls, skip=() if single_run else SINGLE_RUN_ONLY)

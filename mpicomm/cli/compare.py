@@ -5,7 +5,7 @@
 In ONE mpiexec job, for each strategy in turn: the same seed, data, model and
 flags go through ``train.run_training`` (the one loop). Then rank 0 prints one
 table (throughput, step time, compute/comm share, bytes per step, final loss)
-and a reading of who won and why in α-β-γ terms: ``bench.measure`` times
+and a reading of who won and why in α-β-γ terms: ``costmodel.measure`` times
 this job's links (ping-pong, ``np.add``) and ``costmodel.predict`` gives each
 strategy's expected comm time, printed beside the measured one.
 
@@ -15,7 +15,7 @@ nodes of 2 ranks when it runs on one host, so a laptop still exercises the
 intra-/inter-node split. A 1-worker baseline (rank 0
 alone, same per-worker batch) gives each strategy's scaling efficiency.
 
-Verdicts respect noise (``train.reading``, ``bench.verdict``): "A beats B" only
+Verdicts respect noise (``analysis.reading``, ``analysis.verdict``): "A beats B" only
 when the 95% interval of their speed ratio, from the step times of every round,
 excludes 1; otherwise a tie with its interval. A comparison needs at least two
 ranks: one rank is refused with a one-line error.
@@ -31,17 +31,21 @@ import zlib
 import numpy as np
 
 from mpicomm import costmodel
-from mpicomm.bench.measure import measure as measure_model
-from mpicomm.bench.verdict import cpu_sharing_warning, speed_interval
+from mpicomm.analysis import reading as report
+from mpicomm.analysis.report import COLUMNS
+from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
+from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.reducers import strategies
 from mpicomm.train import loop as T
 from mpicomm.train import metrics
-from mpicomm.train import reading as report
-from mpicomm.train.report import COLUMNS
+from mpicomm.train.config import add_arguments as config_arguments
 
-__all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES"]
+__all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
+
+HELP = "train under several strategies in one job; side-by-side table"
+USES_MPI = True
 
 DEFAULT_STRATEGIES = ("native", "ps", "ring", "hierarchical")
 
@@ -57,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "round, the table shows each strategy's median round")
     p.add_argument("--explain", action="store_true",
                    help="also print how the verdict is decided (the statistics)")
-    T.add_arguments(p, single_run=False)
+    config_arguments(p, single_run=False)
 
 
 ONE_RANK = ("a comparison needs several ranks: run it as `mpiexec -n N python -m mpicomm "

@@ -6,7 +6,7 @@
    exposed against total communication with ``--overlap`` / ``--no-overlap``
    (``train`` runs; the lines are the ring formula per bucket).
 
-Registered like the others (``mpicomm.bench.figures``); each conclusion is
+Registered like the others (``mpicomm.figures.catalog``); each conclusion is
 computed from the runs it just made.
 """
 
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 
-from mpicomm.bench import plot
-from mpicomm.bench.experiments import Context, Section, figure
-from mpicomm.bench.figures import _bytes, _rel, _x
 from mpicomm.core.links import parse_link
 from mpicomm.costmodel.formulas import ring_time
+from mpicomm.figures import plot
+from mpicomm.figures.catalog import _bytes, _rel, _x
+from mpicomm.figures.registry import Context, Section, figure
 
 __all__ = ["hierarchy_against_bandwidth", "fusion_and_overlap", "fusion_model_s",
            "hierarchy_bytes"]

@@ -13,9 +13,9 @@ import os
 import statistics
 from pathlib import Path
 
-from mpicomm.bench import plot
-from mpicomm.bench.experiments import Context, Section, figure
 from mpicomm.bench.profiles import PROFILES
+from mpicomm.figures import plot
+from mpicomm.figures.registry import Context, Section, figure
 
 __all__ = ["busbw_against_size", "time_against_ranks", "training_scaling",
            "predicted_scaling"]

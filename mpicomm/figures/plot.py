@@ -1,4 +1,4 @@
-"""``python -m mpicomm plot RESULTS.json [...] [--out DIR]``: the standard figures of a result.
+"""The standard figures of a result file (``python -m mpicomm plot RESULTS.json``).
 
     python -m mpicomm plot experiments/results/bench_2ranks.json --out /tmp/figs
 
@@ -19,7 +19,6 @@ backend (no display), sizes on log₂ axes with KiB/MiB labels.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["add_arguments", "run", "detect_kind", "plot_file", "plot_docs", "load",
+__all__ = ["detect_kind", "plot_file", "plot_docs", "load",
            "size_axis", "ranks_axis", "new_figure", "color", "style", "save", "human_bytes",
            "busbw_vs_size", "model_figure",
            "predict_figure", "compare_figure", "scaling_figure", "KINDS"]
@@ -347,20 +346,3 @@ def plot_docs(docs: list[tuple[str, dict]], out: str) -> list[str]:
 def plot_file(path: str, out: str | None = None) -> list[str]:
     """Draw the standard figures of one result file; return the PNG paths."""
     return plot_docs([(Path(path).stem, load(path))], out or os.path.dirname(path) or ".")
-
-
-# ----------------------------------------------------------------- command
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("results", nargs="+", metavar="RESULTS.json",
-                   help="bench / model / model --predict / compare / train JSON files")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="folder for the PNGs (default: beside the first file)")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Draw every file's figures; several compare files also give the scaling figure."""
-    _plt()  # a missing matplotlib: one line, before reading anything
-    out = args.out or os.path.dirname(args.results[0]) or "."
-    for png in plot_docs([(Path(f).stem, load(f)) for f in args.results], out):
-        print(f"wrote {png}")
-    return 0

@@ -1,14 +1,14 @@
 """Measured crossovers: where the significant winner of two strategies changes with size.
 
 ``bench`` prints, per pair of strategies it ran, the sizes bracketing each
-change of significant winner (``bench.verdict.crossovers`` on one verdict per
+change of significant winner (``verdict.crossovers`` on one verdict per
 size) beside the α-β-γ model's predicted crossover (``costmodel.predict`` over
 powers of two). Rows carry ``_samples``: per-call times, rounds × calls.
 """
 
 from __future__ import annotations
 
-from mpicomm.bench import verdict as V
+from mpicomm.analysis import verdict as V
 from mpicomm.core.units import fmt_bytes
 
 __all__ = ["measured_crossovers", "predicted_crossover", "crossover_lines"]

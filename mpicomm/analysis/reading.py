@@ -1,0 +1,258 @@
+"""What ``compare`` prints under its table: the verdicts, the reading, and the legend.
+
+Pure functions of the run's records (no MPI): ``verdicts`` decides who beats
+whom with ``analysis.verdict`` (a win needs a difference beyond this run's noise),
+``reading`` explains it in α-β-γ terms with the numbers the table shows, and
+``legend`` defines every printed column by its printed name.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import Any
+
+from mpicomm.analysis import verdict as V
+from mpicomm.core.units import fmt_bytes, fmt_num
+
+__all__ = ["LEGEND", "METHOD", "legend", "verdicts", "verdict_lines", "reading",
+           "algorithm_at", "busiest_bytes_formula"]
+
+LEGEND = [  # (printed column names, meaning): one entry per group of columns
+    (("ranks", "workers"), "MPI ranks / ranks that train (dedicated ps servers only serve)"),
+    (("samples/s",), "samples per second, all workers (median round)"),
+    (("±",), "its noise: 95% bootstrap half-width over steps, or half the range over rounds"),
+    (("step ms",), "mean step time over the timed steps, the estimator of comm ms and the "
+     "shares (median and 90th percentile: --json)"),
+    (("compute", "comm", "opt", "other"),
+     "shares of the step: forward+backward / allreduce / SGD update / the rest (data, Python)"),
+    (("comm ms", "model ms"), "allreduce ms per step the training waited for (exposed) / α-β-γ "
+     "model"),
+    (("overlap",), "share of the allreduce time hidden behind backward: 1 - exposed/total"),
+    (("calls",), "allreduce calls (buckets) per optimizer step"),
+    (("KB/step",), "KB (1000 B) sent per step by the busiest rank"),
+    (("loss", "train", "test"), "final loss / accuracy on training rows / on held-out rows"),
+    (("eff",), "samples/s over (workers × the 1-worker samples/s)"),
+]
+
+METHOD = (
+    "Method: each round's step times are summarised by their median, and a strategy's speed "
+    "is its global batch over the mean of its round medians. A bootstrap redraws the steps "
+    "inside each round and the rounds (the same rounds for every strategy, since they took "
+    "turns) 2,000 times with a fixed seed; the middle 95% of the redrawn speed ratios, widened "
+    "to the Student-t interval of the per-round ratios from three rounds on, is the "
+    "interval. A strategy beats another only when the whole interval lies beyond 1 (and beyond "
+    "the gap measured between two runs of one algorithm, when the job has such a pair); "
+    "otherwise the verdict is a tie."
+)
+
+
+def legend(headers: list[str], explain: bool = False) -> list[str]:
+    """Return the legend lines for the printed column names ``headers`` (+ the method)."""
+    parts = []
+    for names, meaning in LEGEND:
+        shown = [h for h in names if h in headers]
+        if shown:
+            parts.append(f"{' / '.join(shown)}: {meaning}" if len(shown) == len(names) else
+                         f"{' / '.join(shown)}: {meaning} (of: {' / '.join(names)})")
+    lines = textwrap.wrap("columns: " + "; ".join(parts) + ".", 100, subsequent_indent="  ")
+    if explain:
+        lines += textwrap.wrap(METHOD, 100)
+    return lines
+
+
+def algorithm_at(rec: dict) -> str:
+    """The algorithm a record's strategy ran at its message size (auto is ring or rd)."""
+    if rec["strategy"] == "auto":
+        x = rec.get("reducer", {}).get("crossover_bytes")
+        if x is not None:
+            return "ring" if rec["grad_bytes"] >= x else "recursive_doubling"
+    return rec["strategy"]
+
+
+def _rounds(runs: list[dict]) -> list[list[float]]:
+    return [r.get("step_times_s") or [] for r in runs]
+
+
+def verdicts(records: list[dict], runs: dict[str, list[dict]], seed: int = 0
+             ) -> tuple[list[V.Verdict], float]:
+    """The fastest record against every other, and the noise floor used.
+
+    Args:
+        records: the table's records (median rounds), fastest first or not.
+        runs: every round's record per strategy (their ``step_times_s``).
+
+    Returns:
+        One ``Verdict`` (fastest vs other) per other record, and the floor: the
+        largest speed gap measured between two strategies that ran the same
+        algorithm (1.0 when there is no such pair).
+    """
+    ok = [r for r in records if math.isfinite(r["samples_per_sec"]) and _rounds(runs[r["strategy"]])
+          and any(_rounds(runs[r["strategy"]]))]
+    if len(ok) < 2:
+        return [], 1.0
+    work = {r["strategy"]: r["global_batch"] for r in ok}
+
+    def pair(a: dict, b: dict, floor: float = 1.0) -> V.Verdict:
+        sa, sb = a["strategy"], b["strategy"]
+        same = algorithm_at(a) == algorithm_at(b) and a["workers"] == b["workers"]
+        return V.compare_pair(sa, sb, _rounds(runs[sa]), _rounds(runs[sb]), work[sa], work[sb],
+                              seed=seed, floor=floor, same_algorithm=same)
+
+    floor = 1.0
+    for i, a in enumerate(ok):
+        for b in ok[i + 1 :]:
+            v = pair(a, b)
+            if v.same_algorithm:
+                floor = max(floor, v.ratio.value, 1 / v.ratio.value)
+    top = max(ok, key=lambda r: r["samples_per_sec"])
+    return [pair(top, r, floor) for r in ok if r is not top], floor
+
+
+def verdict_lines(vs: list[V.Verdict], floor: float, repeats: int,
+                  names: list[str] | None = None) -> list[str]:
+    """The verdict: who beats whom, or which strategies tie, with intervals.
+
+    ``names``: the strategies run; one alone is a measurement, not a failed comparison.
+    """
+    if not vs and names is not None and len(names) == 1:
+        return [f"{names[0]} alone: its time and bytes above, no verdict (one strategy; "
+                f"compare it with others: --strategies {names[0]},native,ring,...)"]
+    if not vs:
+        return ["verdict: fewer than two strategies completed timed steps; nothing to compare"]
+    top = vs[0].a
+    beaten = [v for v in vs if v.winner == top]
+    tied = [v for v in vs if v.winner is None]
+    if tied:
+        head = (f"verdict: no clear winner between {', '.join([top] + [v.b for v in tied])}"
+                + (f"; {top} beats {', '.join(v.b for v in beaten)}" if beaten else ""))
+    else:
+        head = f"verdict: {top} beats every other strategy"
+    lines = [head + ". " + "; ".join(v.text() for v in vs) + "."]
+    if floor > 1.0:
+        lines.append(f"noise floor: two runs of one algorithm differed by {floor:.2f}x in this "
+                     "job, so only larger differences count as wins.")
+    if repeats == 1:
+        lines.append("one round: the intervals hold step-to-step noise only; --repeats 3 or "
+                     "more adds the round-to-round drift of a shared machine.")
+    return lines
+
+
+def busiest_bytes_formula(rec: dict) -> tuple[str, float] | None:
+    """(formula, bytes) sent per step by the busiest rank of ``rec``'s strategy, when known."""
+    n, p, W = rec["grad_bytes"], rec["ranks"], rec["workers"]
+    algo = algorithm_at(rec)
+    if algo == "ring":
+        return "2(p-1)/p·n", 2 * (p - 1) / p * n
+    if algo == "hierarchical":
+        d = rec.get("reducer", {})
+        sizes = (d.get("topology") or {}).get("node_sizes") or []
+        if d.get("variant", "reduce_scatter") != "reduce_scatter" or len(set(sizes)) != 1:
+            return None
+        L, N = sizes[0], len(sizes)  # ranks per node, nodes (real or simulated)
+        return (f"2(L-1)/L·n inside nodes + 2(N-1)/N·n/L across them, L = {L}, N = {N}",
+                2 * (L - 1) / L * n + 2 * (N - 1) / N * n / L)
+    if algo == "ps" or algo.startswith("ps:"):  # ps:MODE: per round of W pushes
+        S = len(rec.get("reducer", {}).get("servers") or [0])
+        if rec.get("reducer", {}).get("dedicated"):
+            return (f"max(W·n/S, n) with W = {W}, S = {S}", max(W * n / S, n))
+        return (f"(S-1)/S·n + (W-1)/S·n with W = {W}, S = {S}",
+                (S - 1) / S * n + (W - 1) / S * n)
+    if algo == "recursive_doubling" and p & (p - 1) == 0:
+        return "lg p·n", math.log2(p) * n
+    return None
+
+
+def _kb(b: float) -> str:
+    return f"{b / 1e3:,.0f} KB"  # as the KB/step column prints it
+
+
+def bytes_line(records: list[dict]) -> str:
+    """Bytes per step of the busiest rank: the table's numbers, each beside its formula."""
+    parts = []
+    for r in records:
+        f = busiest_bytes_formula(r)
+        shown = f"{r['strategy']} {_kb(r['bytes_per_step'])}"
+        if f is not None:
+            formula, want = f
+            match = abs(r["bytes_per_step"] - want) <= 0.05 * want + 64
+            shown += f" ({formula}: {_kb(want)}{'' if match else ', not what it sent'})"
+        parts.append(shown)
+    n = records[0]["grad_bytes"]
+    return (f"bytes sent per step by the busiest rank (KB/step; n = {fmt_bytes(n, binary=False)} "
+            f"of gradients, p = {records[0]['ranks']}): " + ", ".join(parts) + ".")
+
+
+def workers_line(records: list[dict]) -> str | None:
+    """When strategies ran with different worker counts: what differs and what is held equal."""
+    counts = {r["workers"] for r in records}
+    if len(counts) == 1:
+        return None
+    shown = ", ".join(f"{r['strategy']} {r['workers']} worker{'s' * (r['workers'] != 1)} "
+                      f"(global batch {r['global_batch']})" for r in records)
+    batch = records[0]["global_batch"] // records[0]["workers"]
+    return (f"different worker counts: {shown}. Held equal: the ranks ({records[0]['ranks']}), "
+            f"the per-worker batch ({batch} rows), the model, data and steps. So samples/s "
+            "compares what the same ranks achieve, and loss and accuracy differ partly because "
+            "the global batch differs.")
+
+
+def _regime(win: dict, params: Any) -> str:
+    p, n = win["ranks"], win["grad_bytes"]
+    link = params.flat_link()
+    latency = 2 * (p - 1) * link.alpha
+    bandwidth = 2 * (p - 1) / p * n * link.beta_at(n / p)
+    terms = (f"the ring's bytes term 2(p-1)/p·nβ = {fmt_num(bandwidth, '.0f', 1e6)} µs and "
+             f"latency term 2(p-1)α = {fmt_num(latency, '.0f', 1e6)} µs")
+    if bandwidth >= latency:
+        return (f"Comm is bandwidth-bound at n = {fmt_bytes(n, binary=False)} ({terms}): bytes "
+                "through the busiest link decide.")
+    return (f"Comm is latency-bound at n = {fmt_bytes(n, binary=False)} ({terms}): the number of "
+            "message rounds decides (2(p-1) for ring, lg p for recursive doubling).")
+
+
+def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None = None,
+            repeats: int = 1, seed: int = 0) -> list[str]:
+    """Return the verdict and reading lines of one compare job (consistent with its table).
+
+    Args:
+        records: the table's records (one per strategy; ``predicted_comm_s`` set).
+        params: the ``costmodel.ModelParams`` measured in this job.
+        runs: every round's record per strategy (defaults to the records themselves).
+        repeats: rounds per strategy (for the note on what the intervals cover).
+    """
+    ok = [r for r in records if math.isfinite(r["samples_per_sec"])]
+    if not ok:
+        return ["no strategy completed a timed step"]
+    runs = runs or {r["strategy"]: [r] for r in records}
+    vs, floor = verdicts(records, runs, seed)
+    lines = verdict_lines(vs, floor, repeats, names=[r["strategy"] for r in records])
+    win = max(ok, key=lambda r: r["samples_per_sec"])
+    why = _regime(win, params)
+    if win["comm_share"] < 0.2:
+        why += (f" Compute-bound: comm is {100 * win['comm_share']:.0f}% of {win['strategy']}'s "
+                "step, so the strategies can differ by little.")
+    lines.append(why)
+    lines.append(bytes_line(records))
+    for r in records:
+        x = r.get("reducer", {}).get("crossover_bytes")
+        if r["strategy"] == "auto" and x is not None:
+            lines.append(f"auto ran {algorithm_at(r)} at n = {fmt_bytes(r['grad_bytes'])} (its "
+                         f"switch size, calibrated at start-up: {fmt_bytes(x)}).")
+    w = workers_line(records)
+    if w:
+        lines.append(w)
+    pairs = [(r["strategy"], r["comm_s"], r.get("predicted_comm_s")) for r in records]
+    shown = ", ".join(f"{s} {fmt_num(m, '.2f', 1e3)}/{fmt_num(x, '.2f', 1e3)}"
+                      for s, m, x in pairs if x)
+    link = params.flat_link()
+    beta = link.beta_at(win["grad_bytes"] / win["ranks"])
+    lines.append(f"comm ms per step, measured/model: {shown} (α = "
+                 f"{fmt_num(link.alpha, '.1f', 1e6)} µs, 1/β(n/p) = "
+                 f"{fmt_num(1e-9 / beta if beta > 0 else None, '.2f')} GB/s).")
+    ratios = sorted(m / x for _, m, x in pairs if x and math.isfinite(m))
+    if ratios and ratios[len(ratios) // 2] > 2:
+        lines[-1] += (f" Measured runs {ratios[0]:.1f}-{ratios[-1]:.1f}x the model: time in "
+                      "allreduce also holds waiting for the slowest rank's compute and, with more "
+                      "ranks than cores, for a core; α-β sees neither.")
+    return lines

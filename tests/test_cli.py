@@ -1,0 +1,144 @@
+"""The command line: one module per command, guarded() never returns, clean exits without MPI."""
+
+import subprocess
+import sys
+
+import pytest
+from mpi_harness import ROOT, run_mpi
+
+AFTER = (
+    "import os, sys\n"
+    "from mpi4py import MPI\n"
+    "from mpicomm.cli.main import guarded\n"
+    "from mpicomm.core.errors import ConfigError\n"
+    "rank = MPI.COMM_WORLD.Get_rank()\n"
+    "def fail():\n"
+    "    if rank == {bad}: raise {exc}('failing on purpose')\n"
+    "    MPI.COMM_WORLD.Barrier()\n"
+    "guarded(fail)\n"
+    "open(os.path.join(sys.argv[1], f'after_{{rank}}'), 'w').close()\n"
+)
+
+
+@pytest.mark.parametrize("exc", ["ValueError", "ConfigError"])
+def test_guarded_never_returns_on_the_failing_rank(tmp_path, exc):
+    """issue 19 item 3: after MPI_Abort, code after guarded() ran on the failing rank."""
+    res = run_mpi(2, ["-c", AFTER.format(bad=1, exc=exc), str(tmp_path)], timeout=60)
+    assert not res.timed_out
+    assert res.returncode != 0
+    assert not (tmp_path / "after_1").exists(), "guarded() returned on the failing rank"
+
+
+@pytest.mark.parametrize("exc,code", [("ValueError", 1), ("ConfigError", 2)])
+def test_guarded_one_process_exits_with_its_code(tmp_path, exc, code):
+    """Without mpiexec (one rank): the error, the exit code, nothing after it, no MPI_Abort."""
+    done = subprocess.run([sys.executable, "-c", AFTER.format(bad=0, exc=exc), str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    assert not (tmp_path / "after_0").exists()
+    assert "failing on purpose" in done.stderr
+    assert "MPI_Abort" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["plot", "/nonexistent/x.json"],
+    ["experiments", "--root", "/nonexistent/experiments"],
+    ["model", "--predict", "--compute-ms", "-1"],
+])
+def test_non_mpi_commands_exit_2_without_abort(argv):
+    """issue 19 item 7: plot, experiments, model --predict appended MPI's abort banner."""
+    done = subprocess.run([sys.executable, "-m", "mpicomm", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout + done.stderr
+    if "matplotlib" in out and argv[0] in ("plot", "experiments"):
+        pytest.skip("matplotlib missing: the error is the install hint")
+    assert done.returncode == 2, out
+    assert "mpicomm: error:" in done.stderr
+    assert "Abort" not in out and "Traceback" not in out
+
+
+def test_non_mpi_command_under_mpiexec_exits_2_without_abort():
+    res = run_mpi(2, ["-m", "mpicomm", "model", "--predict", "--compute-ms", "-1"], timeout=60)
+    assert not res.timed_out
+    assert res.returncode == 2
+    out = res.stdout + res.stderr
+    assert "MPI_Abort" not in out and out.count("mpicomm: error:") == 1, out
+
+
+def test_every_command_is_a_cli_module():
+    """One module per command, imported normally (no import_module strings)."""
+    import importlib
+
+    from mpicomm.cli import COMMANDS
+
+    assert set(COMMANDS) == {"info", "bench", "model", "train", "compare", "plot",
+                               "experiments"}
+    for name, module in COMMANDS.items():
+        assert module is importlib.import_module(f"mpicomm.cli.{name}")
+        assert module.HELP and callable(module.run) and callable(module.add_arguments)
+    assert "import_module" not in (ROOT / "mpicomm" / "cli" / "main.py").read_text()
+
+
+@pytest.mark.parametrize("bad", ["topk:2", "topk:0", "topk:x"])
+def test_topk_ratio_out_of_range_names_the_ratio_not_the_codec(bad):
+    """issue 19 item 7: `topk:2` was called an unknown codec; the ratio is what is wrong."""
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.core.options import ReducerOptions
+
+    with pytest.raises(ConfigError) as err:
+        ReducerOptions(compress=bad)
+    text = str(err.value)
+    assert "unknown" not in text and "RATIO" in text and "must be 0 < RATIO <= 1" in text
+
+
+def test_reducer_options_are_one_record_for_train_compare_and_bench():
+    """issue 17 item 3: train lacked --crossover-bytes and --cuda-aware; three spellings drifted."""
+    import dataclasses
+
+    from mpicomm.cli.main import build_parser
+    from mpicomm.core.options import ReducerFields, ReducerOptions
+    from mpicomm.train.config import TrainConfig
+
+    names = [f.name for f in dataclasses.fields(ReducerFields)]
+    assert [f.name for f in dataclasses.fields(ReducerOptions)] == names
+    assert set(names) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    parser = build_parser()
+    flags = ["--ranks-per-node", "2", "--variant", "leader", "--servers", "2", "--dedicated",
+             "--no-validate", "--cuda-aware", "--crossover-bytes", "4K", "--inter-link",
+             "20us,1GB/s", "--compress", "TopK:0.5"]
+    want = {"ranks_per_node": 2, "variant": "leader", "servers": 2, "dedicated": True,
+            "validate": False, "cuda_aware": True, "crossover_bytes": 4096,
+            "inter_link": "20us,1GB/s", "compress": "TopK:0.5"}
+    for command in ("train", "compare", "bench", "model"):
+        args = parser.parse_args([command, *flags])
+        assert {k: getattr(args, k) for k in want} == want, command
+    cfg = TrainConfig.from_args(parser.parse_args(["train", *flags]))
+    assert isinstance(cfg.reducer, ReducerOptions)   # held, checked and parsed once
+    assert cfg.reducer.compress == "topk:0.5" and cfg.reducer.inter_link.bandwidth == 1e9
+    opts = cfg.reducer_options()
+    assert opts["crossover_bytes"] == 4096 and opts["cuda_aware"] is True
+    assert opts["inter_link"] is cfg.reducer.inter_link  # the parsed spec goes down
+    assert parser.parse_args(["bench"]).validate is False  # bench checks results itself
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"servers": "2"}, "--servers must be int"),
+    ({"cuda_aware": "yes"}, "--cuda-aware must be bool or None"),
+    ({"lr": "0.1"}, "--lr must be float"),
+    ({"crossover_bytes": -1}, "crossover_bytes must be an int >= 0"),
+])
+def test_train_config_refuses_wrong_types(kwargs, message):
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**kwargs)
+
+
+def test_train_config_refuses_unknown_names():
+    from mpicomm.core.errors import ConfigTypeError
+    from mpicomm.train.config import TrainConfig
+
+    with pytest.raises(ConfigTypeError, match="unknown training option 'srevers'; valid: "):
+        TrainConfig.from_dict({"srevers": 2})
+    assert TrainConfig.from_dict({"servers": 2}).servers == 2
