@@ -61,8 +61,7 @@ def test_no_import_circle():
     modules = {".".join(p.relative_to(ROOT).with_suffix("").parts): p
                for p in PKG.rglob("*.py") if p.name != "__init__.py"}
     graph = {m: {d for d in _imports(p) if d in modules and d != m} for m, p in modules.items()}
-    # the second training loop and its circle go with the one-loop change (issue 17 item 1)
-    allowed = {frozenset({"mpicomm.train.loop", "mpicomm.train.ps_loop"})}
+    allowed: set[frozenset] = set()
     circles = []
     for start in graph:
         stack, seen = [(start, [start])], set()

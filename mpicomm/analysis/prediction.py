@@ -41,6 +41,7 @@ def best_lines(rows: list[dict], key: str = "predicted_us") -> list[str]:
             span = (f"from {fmt_bytes(ns[0])}" if i and i == len(runs) - 1 else
                     f"up to {fmt_bytes(ns[-1])}" if i == 0 and len(runs) > 1 else
                     "at every size" if len(runs) == 1 else
+                    f"at {fmt_bytes(ns[0])}" if ns[0] == ns[-1] else
                     f"{fmt_bytes(ns[0])} to {fmt_bytes(ns[-1])}")
             parts.append(f"{name} {span}")
         lines.append(f"{ranks} ranks: fastest " + ", ".join(parts))

@@ -252,6 +252,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="NICs a node's ranks share (default: the profile's; explicit links: 1)")
     g.add_argument("--gamma-rate", default="1000GB/s",
                    help="explicit links: add rate, bytes/s of γ = 1/rate (default: GPU HBM)")
+    g.add_argument("--table", action="store_true",
+                   help="print every (ranks, size, strategy) row and the per-size winners "
+                        "(default: one summary line per rank count)")
     g.add_argument("--compute-ms", type=float, default=0.0,
                    help="compute time per step (ms): step time and scaling efficiency")
     g.add_argument("--params", default=None, metavar="FILE",
@@ -286,6 +289,7 @@ def _source(args: argparse.Namespace) -> tuple[Profile | ModelParams, str]:
 
 def run_predict(args: argparse.Namespace) -> int:
     """Print (and with --json write) the predicted table; one process, no MPI messages."""
+    from mpicomm.analysis.prediction import best_lines
     from mpicomm.bench.harness import size_list, write_records
 
     if args.compute_ms < 0:
@@ -306,9 +310,14 @@ def run_predict(args: argparse.Namespace) -> int:
               f"{source.alpha_call_s * 1e6:g} us"
               + (f", reducing switch {_fmt_level(source.in_network)}" if source.in_network
                  else ""))
-    print(format_rows(rows))
     best = summary(rows)
-    print(format_summary(best))
+    if getattr(args, "table", False):
+        print(format_rows(rows))
+        print(format_summary(best))
+    else:  # hundreds of rows answer one question: which strategy where
+        print("# fastest predicted strategy (--table: every row; --json: the full table):")
+        for line in best_lines(rows):
+            print(f"#   {line}")
     meta = {"command": "predict", "argv": sys.argv, "described": described,
             "profile": (dataclasses.asdict(source) if isinstance(source, Profile)
                         else {"name": MEASURED, "params": dataclasses.asdict(source)}),

@@ -4,8 +4,9 @@ From the stall inspector's per-call log (``Channel.take_log``: entry wall time
 and seconds inside each call) of every participating rank. Call k of every
 rank is the same collective call (all ranks call in the same order); the rank
 whose entry time is the latest is the last to arrive at it. A rank "holds the
-others back" when it is last in at least max(50%, 1.5/P) of the calls (by
-chance each of P ranks is last in 1/P of them); the note gives its mean wait
+others back" when ``analysis.verdict.late_rank`` says it is last beyond chance:
+in at least max(50%, 1.5/P) of the calls and with a binomial chance below 1%/P
+(by chance each of P ranks is last in 1/P of them); the note gives its mean wait
 beside the others' (it usually waits least: it arrives, finds everyone there).
 Entry times are wall clocks: on one host exact, across hosts as good as their
 clock sync (NTP: about a millisecond).
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.analysis.verdict import late_rank
 from mpicomm.train import metrics
 
 __all__ = ["report"]
@@ -53,9 +55,10 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool,
     share = np.bincount(last, minlength=size) / n
     for r in who:
         out["last_to_arrive_by_rank"][int(r)] = float(share[r])
-    top = int(who[np.argmax(share[who])])
-    others = [waits[int(r)] for r in who if r != top]
-    if share[top] >= max(0.5, 1.5 / who.size):
+    late = late_rank([float(share[r]) if r in waits else None for r in range(size)], n)
+    if late is not None:
+        top = late
+        others = [waits[int(r)] for r in who if r != top]
         out["slow_rank"] = top
         waits_text = (f"it waits {1e3 * waits[top]:.2f} ms per call, the others "
                       f"{1e3 * float(np.median(others)):.2f} ms")
