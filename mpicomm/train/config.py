@@ -99,6 +99,8 @@ class TrainConfig:
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
     compress: str = "none"              # reducer: gradient compression on the wire: none | fp16
                                         # | int8 | topk:RATIO[:noef] (docs/compression.md)
+    zero_stage: int = 1                 # --strategy zero: 1 shards the optimizer state, 2 also
+                                        # the reduced gradients (docs/parallelism.md)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -139,8 +141,9 @@ def _validate(cfg: TrainConfig) -> None:
     def bad(msg: str) -> None:
         raise ConfigError(msg)
 
-    if cfg.strategy not in strategies():
-        bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(strategies())}")
+    valid = [*strategies(), "zero"]  # zero: sharded data parallelism (engine.zero)
+    if cfg.strategy not in valid:
+        bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(valid)}")
     try:
         object.__setattr__(cfg, "layers", parse_layers(cfg.layers))
     except ValueError as exc:
