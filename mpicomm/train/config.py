@@ -101,6 +101,12 @@ class TrainConfig:
                                         # | int8 | topk:RATIO[:noef] (docs/compression.md)
     zero_stage: int = 1                 # --strategy zero: 1 shards the optimizer state, 2 also
                                         # the reduced gradients (docs/parallelism.md)
+    pipeline_stages: int = 1            # P: the MLP's layers split over P stages (ranks = data
+                                        # parallel x P; docs/parallelism.md)
+    micro_batches: int = 1              # pipeline: M micro-batches per step (--batch-size / M rows)
+    schedule: str = "1f1b"              # pipeline: gpipe | 1f1b
+    tensor_parallel: int = 1            # T: Megatron-style column/row-parallel layer pairs over T
+                                        # ranks (ranks = data parallel x T)
 
     def __post_init__(self) -> None:
         _validate(self)
