@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import clock
+from mpicomm.parallel.loss import softmax_ce
 
 __all__ = ["Stage"]
 
@@ -141,20 +142,8 @@ class Stage:
             slot.pending.append(self.p2p.isend(h[-1], self.s + 1, m))
             self.sent_fwd += h[-1].nbytes
         else:
-            self._loss += self._softmax_ce(h[-1], self._y[m * self.rows : (m + 1) * self.rows])
-
-    def _softmax_ce(self, z: Any, y: Any) -> float:
-        """Return the micro-batch's mean loss / M; overwrite ``z`` with dloss/dz of the step."""
-        z -= z.max(axis=1, keepdims=True)
-        rows = np.arange(z.shape[0])
-        picked = z[rows, y]
-        np.exp(z, out=z)
-        total = z.sum(axis=1, keepdims=True)
-        loss = float((np.log(total[:, 0]) - picked).mean())
-        z /= total
-        z[rows, y] -= 1
-        z *= 1.0 / (z.shape[0] * self.M)
-        return loss / self.M
+            y = self._y[m * self.rows : (m + 1) * self.rows]  # dloss/dlogits of the whole step:
+            self._loss += softmax_ce(h[-1], y, 1.0 / (self.rows * self.M)) / self.M
 
     def _backward(self, m: int) -> None:
         slot = self._slot.pop(m)

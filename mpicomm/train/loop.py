@@ -36,7 +36,7 @@ from mpicomm.core import clock
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.train import metrics, pipeline_run, ps_setup, zero_setup
+from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (
     CheckpointError,
@@ -77,8 +77,8 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
-    if cfg.pipeline_stages > 1:  # model parallelism: its own runner (train.pipeline_run)
-        return pipeline_run.run_pipeline(cfg, comm, verbose)
+    if parallel_run.is_model_parallel(cfg):  # pipeline / tensor: train.parallel_run
+        return parallel_run.run_parallel(cfg, comm, verbose)
     world = make_world(cfg, comm, verbose)                      # 2.
     tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.
@@ -405,7 +405,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = TrainConfig.from_args(args)
         ps_setup.check_ps_flags(cfg, comm.Get_size())
         zero_setup.check_zero_flags(cfg)
-        pipeline_run.check_pipeline_flags(cfg, comm.Get_size())
+        parallel_run.check_parallel_flags(cfg, comm.Get_size())
     except ConfigError as exc:  # identical on every rank: no rank is left waiting
         if comm.Get_rank() == 0:
             print(f"mpicomm train: error: {exc}", flush=True)

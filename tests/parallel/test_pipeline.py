@@ -7,9 +7,9 @@ from mpi_harness import ROOT, run_mpi
 
 from mpicomm.parallel.pipeline import bubble_formula, schedule, simulate, split_layers
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.pipeline_run import check_pipeline_flags
+from mpicomm.train.parallel_run import check_parallel_flags
 
-SCRIPT = ROOT / "tests" / "parallel" / "scripts" / "pipeline_equal.py"
+SCRIPT = ROOT / "tests" / "parallel" / "scripts" / "layout_equal.py"
 
 
 @pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
@@ -63,13 +63,16 @@ def test_split_layers_contiguous():
 ])
 def test_pipeline_refuses_flags(flags, match):
     with pytest.raises(ConfigError, match=match):
-        check_pipeline_flags(TrainConfig(layers=(8, 8, 8, 4), **flags))
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), **flags))
     with pytest.raises(ConfigError, match="do not split"):
-        check_pipeline_flags(TrainConfig(layers=(8, 8, 8, 4), pipeline_stages=2), ranks=3)
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), pipeline_stages=2), ranks=3)
 
 
 def _runs(*runs):
-    res = run_mpi(4, ["-m", "mpi4py", str(SCRIPT), ",".join(runs)], timeout=240)
+    spec = {r: dict(pipeline_stages=int(r.split(":")[0]), micro_batches=int(r.split(":")[1]),
+                    schedule=r.split(":")[2]) for r in runs}
+    res = run_mpi(4, ["-m", "mpi4py", str(SCRIPT), json.dumps(spec), "20,33,17,9,7"],
+                  timeout=240)
     res.expect_ok()
     return res.records[0]["runs"]
 
