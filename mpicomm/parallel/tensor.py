@@ -144,6 +144,10 @@ class TensorParallel:
                                        for W in self.W]
         return acts
 
+    def activation_bytes(self, rows: int) -> int:
+        """Bytes of the layer outputs this rank keeps for backward at ``rows`` rows."""
+        return sum(a.nbytes for a in self._acts(rows))
+
     def step(self, x: Any, y: Any) -> float:
         """Run forward and backward on batch (x, y); return the loss; fill ``grads``."""
         h = self._acts(x.shape[0])

@@ -232,6 +232,8 @@ def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
     else:
         rec["strategy"] = f"tp{g.parts}" if R == 1 else f"dp{R}xtp{g.parts}"
         rec["tensor_parallel"] = g.parts
+        held = job.part.activation_bytes(cfg.batch_size)
+        rec["activation_bytes"] = int(metrics.max_over_ranks(comm, np.array([held]))[0])
         rec["tp_bytes_formula_per_step"] = tp_bytes_formula(cfg.layers, g.parts, cfg.batch_size,
                                                             np.dtype(cfg.dtype).itemsize)
     return rec
