@@ -205,7 +205,7 @@ def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
     series = step_by_rank[:, warm_steps(n):].max(axis=0)
     n_timed, wall = len(series), rows[:, 2].max()  # the slowest rank's timed steps
     step, wait, dp, opt = rows[:, 2:6].sum(axis=0) / (len(rows) * max(n_timed, 1))
-    last = min(n, 10)
+    last = min(n, cfg.log_every or 10)  # as the loop's record (train.summary.scores)
     rec = {
         "ranks": comm.Get_size(), "workers": R, "global_batch": cfg.batch_size * R,
         "steps": n, "steps_timed": n_timed,
@@ -223,7 +223,8 @@ def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
         "params_in_sync": all(len(set(rows[rows[:, 0] == k][:, 10])) == 1
                               for k in range(g.parts)),  # each part equal across replicas
         "loss_history": losses.tolist(), "loss_history_step": list(range(1, n + 1)),
-        "train_loss_first": float(losses[0]), "train_loss_last": float(losses[-last:].mean()),
+        "train_loss_first": float(losses[: min(n, 10)].mean()),
+        "train_loss_last": float(losses[-last:].mean()),
         "final_loss": float(losses[-last:].mean()), "clock": clock.name(),
         "resumed_from_step": None,
     }
