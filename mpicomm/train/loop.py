@@ -78,7 +78,10 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     """
     comm = metrics.world() if comm is None else comm
     if parallel_run.is_model_parallel(cfg):  # pipeline / tensor: train.parallel_run
-        return parallel_run.run_parallel(cfg, comm, verbose)
+        try:
+            return parallel_run.run_parallel(cfg, comm, verbose)
+        except parallel_run.ParallelSetupError as exc:
+            raise SetupError(str(exc)) from None
     world = make_world(cfg, comm, verbose)                      # 2.
     tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.

@@ -42,12 +42,12 @@ from mpicomm.parallel.stage import Stage
 from mpicomm.parallel.tensor import TensorParallel, tp_bytes_formula
 from mpicomm.train import metrics
 from mpicomm.train.config import TrainConfig
-from mpicomm.train.data import DIGITS, Shard, digits, load_npz, synthetic
+from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP
 from mpicomm.train.sgd import SGD
 from mpicomm.train.summary import warm_steps
 
-__all__ = ["check_parallel_flags", "run_parallel", "is_model_parallel"]
+__all__ = ["check_parallel_flags", "run_parallel", "is_model_parallel", "ParallelSetupError"]
 
 NAN = float("nan")
 
@@ -104,7 +104,7 @@ def run_parallel(cfg: TrainConfig, comm: Any, verbose: bool = True) -> dict[str,
     g = ParallelGroup(comm, max(cfg.pipeline_stages, cfg.tensor_parallel),             # 2.
                       strategy=cfg.strategy, options=cfg.reducer_options())
     try:
-        job = _set_up(cfg, g)                                                          # 3.
+        job = _agreed_set_up(cfg, g, comm)                                             # 3.
         out = _steps(cfg, g, job)                                                      # 4.
         rec = _record(cfg, comm, g, job, out)                                          # 5.
     finally:
@@ -115,6 +115,25 @@ def run_parallel(cfg: TrainConfig, comm: Any, verbose: bool = True) -> dict[str,
               f"{rec['train_loss_last']:.4f} | {rec['bytes_per_step'] / 1e3:,.1f} KB/step",
               flush=True)
     return rec
+
+
+class ParallelSetupError(RuntimeError):
+    """Set-up failed on some rank; every rank raises it, the failing one has printed why."""
+
+
+def _agreed_set_up(cfg: TrainConfig, g: ParallelGroup, comm: Any) -> SimpleNamespace:
+    """``_set_up`` on every rank; a failure on any rank raises ``ParallelSetupError`` on all."""
+    job, failure = None, None
+    try:
+        job = _set_up(cfg, g)
+    except (DataError, ValueError) as exc:
+        failure = exc
+    bad = metrics.first_failure(comm, failure is not None)
+    if bad >= 0:
+        if failure is not None and comm.Get_rank() == bad:
+            print(f"mpicomm train: error: {failure}", flush=True)
+        raise ParallelSetupError(f"set-up failed on rank {bad}")
+    return job
 
 
 def _dataset(cfg: TrainConfig) -> Any:

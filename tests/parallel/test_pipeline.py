@@ -107,3 +107,10 @@ def test_pipeline_cli(tmp_path):
     assert rec["strategy"] == "pp2:1f1b" and rec["peak_microbatches_by_stage"] == [2, 1], rec
     res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "3"], timeout=60)
     assert res.returncode == 2 and res.stdout.count("does not split") == 1, res.tail()
+
+
+def test_pipeline_setup_failure_stops_every_rank(tmp_path):
+    """A missing --data file: one message, exit 2 on every rank, no hang."""
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--pipeline-stages", "2", "--steps", "2",
+                      "--data", str(tmp_path / "missing.npz")], timeout=60)
+    assert res.returncode == 2 and res.stdout.count("no such file") == 1, res.tail()
