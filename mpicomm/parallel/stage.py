@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import clock
-from mpicomm.parallel.loss import softmax_ce
 
 __all__ = ["Stage"]
 
@@ -56,6 +55,8 @@ class Stage:
         weights: ``[(W, b), ...]`` of the stage's layers; ``grads``: ``[(dW, db), ...]``.
         relu_last: apply ReLU after the stage's last layer (every stage but the last).
         micro_rows: rows per micro-batch; micro: micro-batches per step.
+        criterion: the loss at ``micro_rows`` rows (the loop's ``SoftmaxCrossEntropy``):
+            ``forward(z, y)`` → mean loss, then ``backward()`` writes dloss/dz over z.
 
     Attributes:
         slots_made: activation slots allocated (the peak of micro-batches held).
@@ -66,8 +67,8 @@ class Stage:
     """
 
     def __init__(self, p2p: Any, s: int, stages: int, weights: list, grads: list, *,
-                 relu_last: bool, micro_rows: int, micro: int) -> None:
-        self.p2p, self.s, self.P = p2p, s, stages
+                 relu_last: bool, micro_rows: int, micro: int, criterion: Any) -> None:
+        self.p2p, self.s, self.P, self.criterion = p2p, s, stages, criterion
         self.weights, self.grads, self.relu_last = weights, grads, relu_last
         self.rows, self.M = micro_rows, micro
         self.dtype = weights[0][0].dtype
@@ -142,8 +143,10 @@ class Stage:
             slot.pending.append(self.p2p.isend(h[-1], self.s + 1, m))
             self.sent_fwd += h[-1].nbytes
         else:
-            y = self._y[m * self.rows : (m + 1) * self.rows]  # dloss/dlogits of the whole step:
-            self._loss += softmax_ce(h[-1], y, 1.0 / (self.rows * self.M)) / self.M
+            y = self._y[m * self.rows : (m + 1) * self.rows]
+            self._loss += float(self.criterion.forward(h[-1], y)) / self.M
+            self.criterion.backward()  # dloss/dlogits of the micro-batch, over the logits;
+            h[-1] *= 1.0 / self.M       # of the whole step: 1/M of it
 
     def _backward(self, m: int) -> None:
         slot = self._slot.pop(m)

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import clock
-from mpicomm.parallel.loss import softmax_ce
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
     chunk_bounds,
@@ -97,13 +96,16 @@ class TensorParallel:
         T, t: ranks and this rank.
         layers: the MLP's widths (features, hidden..., classes).
         full: the unsplit model's flat parameters ``[W0, b0, W1, b1, ...]`` (read once).
+        criterion: the loss at the batch's rows (the loop's ``SoftmaxCrossEntropy``).
 
     Attributes:
         params, grads: this rank's flat parameter and gradient buffers (its shards).
     """
 
-    def __init__(self, p2p: Any, T: int, t: int, layers: tuple[int, ...], full: Any) -> None:
+    def __init__(self, p2p: Any, T: int, t: int, layers: tuple[int, ...], full: Any, *,
+                 criterion: Any) -> None:
         self.layers, self.kinds = layers, layer_kinds(len(layers) - 1)
+        self.criterion = criterion
         self.sum = _RingSum(p2p, T, t)
         cuts, n = [], 0  # per layer: (rows, cols) of W kept, and the bias slice kept
         for j, kind in enumerate(self.kinds):
@@ -137,20 +139,20 @@ class TensorParallel:
         self._bufs: dict[int, list] = {}
 
     def _acts(self, rows: int) -> list:
-        """Each layer's output (this rank's part of it), one set per batch size, reused."""
-        acts = self._bufs.get(rows)
-        if acts is None:
-            acts = self._bufs[rows] = [np.empty((rows, W.shape[1]), dtype=W.dtype)
-                                       for W in self.W]
-        return acts
+        """Each layer's output (this rank's part of it) and a ReLU mask like it, reused."""
+        bufs = self._bufs.get(rows)
+        if bufs is None:
+            bufs = self._bufs[rows] = [[np.empty((rows, W.shape[1]), dtype=W.dtype)
+                                        for W in self.W] for _ in range(2)]
+        return bufs
 
     def activation_bytes(self, rows: int) -> int:
         """Bytes of the layer outputs this rank keeps for backward at ``rows`` rows."""
-        return sum(a.nbytes for a in self._acts(rows))
+        return sum(a.nbytes for a in self._acts(rows)[0])
 
     def step(self, x: Any, y: Any) -> float:
         """Run forward and backward on batch (x, y); return the loss; fill ``grads``."""
-        h = self._acts(x.shape[0])
+        h, masks = self._acts(x.shape[0])
         last = len(self.W) - 1
         inp = [x] + h[:-1]                     # layer j's input
         for j, kind in enumerate(self.kinds):  # 1., 2.
@@ -160,15 +162,15 @@ class TensorParallel:
             h[j] += self.b[j]
             if j < last:
                 np.maximum(h[j], 0, out=h[j])
-        loss = softmax_ce(h[last], y, 1.0 / x.shape[0])
-        dy = h[last]
+        loss = float(self.criterion.forward(h[last], y))
+        dy = self.criterion.backward()         # dloss/dlogits, over the logits
         for j in range(last, -1, -1):          # 3., 4.
             np.matmul(inp[j].T, dy, out=self.dW[j])
             dy.sum(axis=0, out=self.db[j])
             if j == 0:
                 break
-            below = inp[j]                     # layer j−1's output: becomes its gradient
-            mask = below > 0
+            below, mask = inp[j], masks[j - 1]  # layer j−1's output: becomes its gradient
+            np.greater(below, 0, out=mask)
             np.matmul(dy, self.W[j].T, out=below)
             if self.kinds[j] == "col":         # the pair's one backward all-reduce
                 self.sum(below.reshape(-1))

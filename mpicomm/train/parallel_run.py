@@ -43,7 +43,7 @@ from mpicomm.parallel.tensor import TensorParallel, tp_bytes_formula
 from mpicomm.train import metrics
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
-from mpicomm.train.model import MLP
+from mpicomm.train.model import MLP, SoftmaxCrossEntropy
 from mpicomm.train.sgd import SGD
 from mpicomm.train.summary import warm_steps
 
@@ -157,7 +157,8 @@ def _set_up(cfg: TrainConfig, g: ParallelGroup) -> SimpleNamespace:
         run = lambda x, y: part.stage.run(actions, x, y)  # noqa: E731
         waited = part.stage.take_idle
     else:
-        part = TensorParallel(g.p2p, g.parts, g.part, cfg.layers, full.params)
+        part = TensorParallel(g.p2p, g.parts, g.part, cfg.layers, full.params,
+                              criterion=_criterion(cfg, cfg.batch_size))
         run, waited = part.step, part.take_comm
     velocity = np.zeros_like(part.params)
     sgd = SGD(np, part.params, part.grads, velocity, [SimpleNamespace(lo=0, hi=part.params.size)],
@@ -178,10 +179,15 @@ def _stage(cfg: TrainConfig, g: ParallelGroup, full: MLP) -> SimpleNamespace:
         weights.append((params[off:mid].reshape(fan_in, fan_out), params[mid:end]))
         grad_views.append((grads[off:mid].reshape(fan_in, fan_out), grads[mid:end]))
         off = end
-    stage = Stage(g.p2p, g.part, g.parts, weights, grad_views,
-                  relu_last=g.part < g.parts - 1,
-                  micro_rows=cfg.batch_size // cfg.micro_batches, micro=cfg.micro_batches)
+    rows = cfg.batch_size // cfg.micro_batches
+    stage = Stage(g.p2p, g.part, g.parts, weights, grad_views, relu_last=g.part < g.parts - 1,
+                  micro_rows=rows, micro=cfg.micro_batches, criterion=_criterion(cfg, rows))
     return SimpleNamespace(params=params, grads=grads, stage=stage)
+
+
+def _criterion(cfg: TrainConfig, rows: int) -> SoftmaxCrossEntropy:
+    """The loop's loss (``train.model``) at ``rows`` rows: the unsplit model's very rule."""
+    return SoftmaxCrossEntropy(np, rows, cfg.layers[-1], np.dtype(cfg.dtype))
 
 
 def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace) -> dict:
