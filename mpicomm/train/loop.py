@@ -131,7 +131,8 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     else:
         plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
                             cfg.bucket_mb * 2**20)
-        if cfg.overlap and len(plan) > 1:  # the same answer on every rank, before any message
+        if cfg.overlap and len(plan) > 1 and cfg.strategy != zero_setup.ZERO:  # ZeRO: no thread
+            # the same answer on every rank, before any message
             try:
                 require_thread_multiple()
             except RuntimeError as exc:

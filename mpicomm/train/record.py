@@ -152,7 +152,8 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     else:
         buckets = len(plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
                                    cfg.bucket_mb * 2**20))
-        overlap = bool(cfg.overlap and buckets > 1)  # one bucket: nothing to overlap
+        # one bucket: nothing to overlap; ZeRO sends on the training thread
+        overlap = bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
         strategy=f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy,

@@ -61,7 +61,7 @@ def test_zero_cli_runs_and_refuses(tmp_path):
                   timeout=120)
     assert res.returncode == 0, res.tail()
     rec = json.loads(out.read_text())["results"][0]
-    assert rec["strategy"] == "zero" and rec["params_in_sync"], rec
+    assert rec["strategy"] == "zero" and rec["params_in_sync"] and not rec["overlap"], rec
     assert rec["optimizer_state_bytes"] <= (16 * 24 + 24 + 24 * 4 + 4) * 4 / 2 + 8, rec
     res = run_mpi(2, [*small, "--strategy", "zero", "--compress", "int8"], timeout=60)
     assert res.returncode == 2 and res.stdout.count("--compress is not supported") == 1, res.tail()
