@@ -86,6 +86,9 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
     if ranks is not None and ranks % K:
         raise ConfigError(f"{ranks} ranks do not split into groups of {K} "
                           f"({'stages' if P > 1 else 'tensor shards'})")
+    if ranks == K and cfg.compress != "none":
+        raise ConfigError(f"--compress has no effect with one replica ({ranks} ranks = {K} "
+                          "parts): it compresses the all-reduce across replicas only")
     refused = [("--strategy zero", cfg.strategy == "zero"), ("--ps-mode", bool(cfg.ps_mode)),
                ("--accumulate", cfg.accumulate != 1), ("--checkpoint", bool(cfg.checkpoint)),
                ("--trace", bool(cfg.trace)), ("--straggler/--jitter",

@@ -51,3 +51,8 @@ def test_tensor_parallel_refusals():
                                          pipeline_stages=2))
     with pytest.raises(ConfigError, match="do not split"):
         check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2), ranks=3)
+    with pytest.raises(ConfigError, match="one replica"):  # nothing across replicas to compress
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2,
+                                         compress="fp16"), ranks=2)
+    check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2, compress="fp16"),
+                         ranks=4)
