@@ -82,7 +82,7 @@ class PSGroup:
 
     def describe(self) -> dict:
         """JSON-able facts: strategy, servers, transport (emulated links), codec."""
-        return {"strategy": self.label, "servers": len(self.layout.servers), "dedicated": True,
+        return {"strategy": self.label, "servers": list(self.layout.servers), "dedicated": True,
                 "num_workers": self.num_workers, "transport": self.p2p.describe(),
                 "compress": getattr(self.codec, "name", "none")}
 
