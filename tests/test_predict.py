@@ -218,13 +218,24 @@ def _predict(*args, cwd=ROOT):
                           cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+def test_table_flag_prints_every_row_and_per_size_winners(tmp_path):
+    done = _predict("--ranks", "8,64", "-b", "1M", "-e", "16M", "-f", "16", "--table")
+    assert done.returncode == 0, done.stderr
+    assert "fastest predicted strategy per (ranks, size)" in done.stdout
+    rows = [ln for ln in done.stdout.splitlines() if ln and not ln.startswith("#")]
+    assert len(rows) == 2 * 2 * len(default_variants())
+
+
 def test_command_one_process_no_mpiexec(tmp_path):
     out = tmp_path / "p.json"
     done = _predict("--ranks", "8,64,1024", "-b", "1M", "-e", "16M", "-f", "16",
                     "--compute-ms", "50", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert "profile dgx-h100-ib400" in done.stdout
-    assert "fastest predicted strategy per (ranks, size)" in done.stdout
+    assert "fastest predicted strategy (--table" in done.stdout
+    lines = [ln for ln in done.stdout.splitlines() if " ranks: fastest " in ln]
+    assert [ln.split(" ranks:")[0].strip("# ") for ln in lines] == ["8", "64", "1024"]
+    assert len(done.stdout.splitlines()) < 10  # a summary, not the table
     doc = json.loads(out.read_text())
     assert len(doc["summary"]) == 3 * 2  # one best per (ranks, size)
     assert doc["command"] == "predict" and doc["compute_ms"] == 50
@@ -247,7 +258,7 @@ def test_command_one_process_no_mpiexec(tmp_path):
 def test_command_this_machine_and_errors(tmp_path):
     path = _model_json(tmp_path)
     done = _predict("--profile", "this-machine", "--params", str(path), "--ranks", "2,4",
-                    "-b", "1M", "-e", "1M")
+                    "-b", "1M", "-e", "1M", "--table")
     assert done.returncode == 0, done.stderr
     assert "this-machine" in done.stdout and "ring" in done.stdout
     for args, message in [(["--profile", "nope"], "unknown profile 'nope'"),

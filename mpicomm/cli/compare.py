@@ -59,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=3,
                    help="rounds over all strategies (they take turns); the verdict uses every "
                         "round, the table shows each strategy's median round")
+    p.add_argument("--layouts", default=None,
+                   help="compare parallelism layouts instead of strategies: dp, zero, zero2, "
+                        "ppK, tpK, dpAxppK (train.layouts; docs/parallelism.md)")
     p.add_argument("--explain", action="store_true",
                    help="also print how the verdict is decided (the statistics)")
     config_arguments(p, single_run=False)
@@ -144,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
     """Run every strategy in one job; rank 0 prints the table and reading, writes --json."""
     from mpicomm.core.topology import Topology
 
+    if getattr(args, "layouts", None):  # parallelism layouts side by side
+        from mpicomm.train import layouts
+
+        return layouts.run(args)
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]

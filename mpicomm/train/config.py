@@ -101,6 +101,14 @@ class TrainConfig(ReducerFields):
                                         # Systems; needs mpicomm[nvtx] (docs/observability.md)
     tensorboard: str | None = None      # DIR: per-step scalars for TensorBoard, one run
                                         # directory per job under DIR (docs/observability.md)
+    zero_stage: int = 1                 # --strategy zero: 1 shards the optimizer state, 2 also
+                                        # the reduced gradients (docs/parallelism.md)
+    pipeline_stages: int = 1            # P: the MLP's layers split over P stages (ranks = data
+                                        # parallel x P; docs/parallelism.md)
+    micro_batches: int = 1              # pipeline: M micro-batches per step (--batch-size / M rows)
+    schedule: str = "1f1b"              # pipeline: gpipe | 1f1b
+    tensor_parallel: int = 1            # T: Megatron-style column/row-parallel layer pairs over T
+                                        # ranks (ranks = data parallel x T)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -154,8 +162,9 @@ def _validate(cfg: TrainConfig) -> None:
         raise ConfigError(msg)
 
     check_types(cfg)  # a wrong type: one line naming the flag, before any comparison
-    if cfg.strategy not in strategies():
-        bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(strategies())}")
+    valid = [*strategies(), "zero"]  # zero: sharded data parallelism (engine.zero)
+    if cfg.strategy not in valid:
+        bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(valid)}")
     try:
         object.__setattr__(cfg, "layers", parse_layers(cfg.layers))
     except ValueError as exc:

@@ -36,7 +36,7 @@ from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.train import metrics, ps_setup, tensorboard
+from mpicomm.train import metrics, parallel_run, ps_setup, tensorboard, zero_setup
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (
     CheckpointError,
@@ -79,6 +79,11 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     comm = metrics.world() if comm is None else comm
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
+    if parallel_run.is_model_parallel(cfg):  # pipeline / tensor: train.parallel_run
+        try:
+            return parallel_run.run_parallel(cfg, comm, verbose)
+        except parallel_run.ParallelSetupError as exc:
+            raise SetupError(str(exc)) from None
     world = make_world(cfg, comm, verbose)                      # 2.
     tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.
@@ -132,12 +137,16 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     else:
         plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
                             cfg.bucket_mb * 2**20)
-        if cfg.overlap and len(plan) > 1:  # the same answer on every rank, before any message
+        if cfg.overlap and len(plan) > 1 and cfg.strategy != zero_setup.ZERO:  # ZeRO: no thread
+            # the same answer on every rank, before any message
             try:
                 require_thread_multiple()
             except RuntimeError as exc:
                 raise ConfigError(str(exc)) from None
-        reducer, steps = make_reducer(cfg.strategy, comm=comm, **cfg.reducer_options()), cfg.steps
+        zero_setup.check_zero_flags(cfg)
+        reducer = make_reducer(zero_setup.reducer_strategy(cfg), comm=comm,
+                               **cfg.reducer_options())
+        steps = cfg.steps
     P, w = reducer.num_workers, reducer.worker_rank
     say = print if (verbose and reducer.is_worker and w == 0) else (lambda *a, **k: None)
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
@@ -231,6 +240,8 @@ def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngi
     """Return the worker's sync engine (None on a server, which gets its shard here)."""
     if cfg.ps_mode:  # a worker's PSEngine; a server gets its shard and optimizer
         return ps_setup.make_ps_engine(cfg, world.reducer, job.model)
+    if cfg.strategy == zero_setup.ZERO:  # shards: reduce-scatter, own update, all-gather
+        return zero_setup.make_zero_engine(cfg, world, job)
     if not world.is_worker:
         return None
     m = job.model
@@ -406,6 +417,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = TrainConfig.from_args(args)
         ps_setup.check_ps_flags(cfg, comm.Get_size())
+        zero_setup.check_zero_flags(cfg)
+        parallel_run.check_parallel_flags(cfg, comm.Get_size())
     except ConfigError as exc:  # identical on every rank: no rank is left waiting
         if comm.Get_rank() == 0:
             print(f"mpicomm train: error: {exc}", flush=True)

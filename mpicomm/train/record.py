@@ -94,6 +94,7 @@ class RunRecord:
     checkpoint_s: float
     reducer: dict
     clock: str                       # mpicomm.core.clock.name(): "wall" or "virtual"
+    optimizer_state_bytes: int = 0   # momentum bytes held, the most any rank holds (ZeRO: a shard)
     wait_mean_s_by_rank: list = field(default_factory=list)
     last_to_arrive_by_rank: list = field(default_factory=list)
     slow_rank: int | None = None
@@ -151,7 +152,8 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     else:
         buckets = len(plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
                                    cfg.bucket_mb * 2**20))
-        overlap = bool(cfg.overlap and buckets > 1)  # one bucket: nothing to overlap
+        # one bucket: nothing to overlap; ZeRO sends on the training thread
+        overlap = bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
         strategy=f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy,
@@ -175,6 +177,8 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         checkpoint_s=float(out["checkpoint_s"]), reducer=world.reducer.describe(),
         clock=clock.name(),
     )
+    held = job.velocity.nbytes if world.is_worker and job.velocity is not None else 0
+    rec.optimizer_state_bytes = int(metrics.max_over_ranks(comm, np.array([held]))[0])
     if cfg.ps_mode:
         _ps_fields(rec, cfg, comm, getattr(world.reducer, "counts", None), W, steps_by_worker)
     for key, value in slow_rank.report(comm, *world.reducer.stall_channel.take_log(),

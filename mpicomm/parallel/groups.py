@@ -1,0 +1,57 @@
+"""The ranks of a model-parallel run: ``replicas × parts`` and the communicators between them.
+
+    g = ParallelGroup(comm, parts=P, strategy="ring", options={...})
+    g.part, g.replica             # rank r is part r % P of replica r // P
+    g.p2p                         # transport among the P parts of this replica (counted, emulated)
+    g.reducer                     # reducer among the replicas of this part (data parallelism)
+
+1. every rank's node (``core.topology.node_map`` over ``comm``: collective);
+2. ``Split`` by replica: the replica's parts, ranked by part, get one private
+   communicator and a ``p2p`` transport (the run's emulated links, its node map);
+3. ``Split`` by part: the replicas of one part get a reducer (any strategy) to
+   average that part's gradients — data parallelism across replicas.
+"""
+
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from mpicomm.codecs import make_reducer
+from mpicomm.core.options import ReducerOptions
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import Traffic, make_transport
+
+__all__ = ["ParallelGroup"]
+
+
+class ParallelGroup:
+    """This rank's part and replica, the transport among parts and the reducer among replicas.
+
+    Args:
+        comm: every rank of the run; its size must be a multiple of ``parts``.
+        parts: pipeline stages or tensor-parallel ranks per replica.
+        strategy: the reducer across replicas; options: its ``make_reducer`` options.
+    """
+
+    def __init__(self, comm: MPI.Comm, parts: int, *, strategy: str, options: dict) -> None:
+        size, rank = comm.Get_size(), comm.Get_rank()
+        if parts < 1 or size % parts:
+            raise ValueError(f"{size} ranks do not split into replicas of {parts} parts")
+        self.parts, self.replicas = parts, size // parts
+        self.part, self.replica = rank % parts, rank // parts
+        opts = ReducerOptions(**{k: v for k, v in options.items()
+                                 if k in ("ranks_per_node", "inter_link", "intra_link")})
+        nodes = node_map(comm, opts.ranks_per_node)                                     # 1.
+        self.comm = comm.Split(self.replica, self.part)                                 # 2.
+        mine = [nodes[self.replica * parts + j] for j in range(parts)]
+        self.counts = Traffic()
+        self.p2p = make_transport(self.comm, mine, self.counts, opts.inter_link,
+                                  opts.intra_link)
+        self._dp = comm.Split(self.part, self.replica)                                  # 3.
+        self.reducer = make_reducer(strategy, comm=self._dp, **options)
+
+    def close(self) -> None:
+        """Free the reducer and both communicators (collective over the run)."""
+        self.reducer.close()
+        self._dp.Free()
+        self.comm.Free()

@@ -1,0 +1,146 @@
+"""``compare --layouts dp,zero,pp2,tp2``: parallelism layouts side by side, the same columns.
+
+    mpiexec -n 4 python -m mpicomm compare --layouts dp,zero,zero2,pp2,tp2,dp2xpp2 \\
+        --micro-batches 4 --no-baseline
+
+A layout names how the run's ranks share the model (every other flag is the
+same for all of them, and the same seed, data and model):
+
+    dp       data parallelism: the loop with a ring all-reduce
+    zero     ZeRO-1 (``zero2``: ZeRO-2): the loop with ``engine.ZeroEngine``
+    ppK      K pipeline stages (``--micro-batches``, ``--schedule``); ranks / K replicas
+    tpK      K tensor-parallel shards; ranks / K replicas
+
+(a replica of K ranks reads K × ``--batch-size`` rows, so every layout trains
+on the same global batch: the same steps, the same losses)
+    dpAxppK  the same as ppK, checked: the job must have A·K ranks (also dpAxtpK)
+
+Each layout runs once per round (``--repeats``; the table keeps the median
+round) through ``loop.run_training``. Columns: samples/s, step time, exposed
+communication, bytes sent per step (busiest rank), and memory per rank:
+parameters, optimizer state (momentum), activations kept for backward. The
+data-parallel layouts keep B·Σ widths[1:] activations (the model's layer
+outputs at the per-rank batch B); pipelines report their peak held micro-batches,
+tensor shards their local layer outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+
+import numpy as np
+
+from mpicomm.train import loop as T
+from mpicomm.train import metrics
+from mpicomm.train.parallel_run import check_parallel_flags
+
+__all__ = ["layout_config", "run", "LAYOUT_COLUMNS"]
+
+_MODEL = re.compile(r"^(?:dp(\d+)x)?(pp|tp)(\d+)$")
+
+LAYOUT_COLUMNS = [  # header, record key, unit
+    ("layout", "layout", ""), ("ranks", "ranks", ""), ("samples/s", "samples_per_sec", "n"),
+    ("step ms", "step_time_median_s", "ms"), ("comm ms", "comm_exposed_s", "ms"),
+    ("KB/step", "bytes_per_step", "kb"), ("params KB", "param_bytes", "kb"),
+    ("opt KB", "optimizer_state_bytes", "kb"), ("act KB", "activation_bytes", "kb"),
+    ("loss", "train_loss_last", "loss"),
+]
+
+
+def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
+    """Return the run's config for layout ``name`` on ``ranks`` ranks (``ConfigError``)."""
+    plain = dict(pipeline_stages=1, tensor_parallel=1, micro_batches=1, schedule="1f1b",
+                 zero_stage=1)
+    if name == "dp":
+        return dataclasses.replace(cfg, strategy="ring", **plain)
+    if name in ("zero", "zero1", "zero2"):
+        return dataclasses.replace(cfg, **{**plain, "strategy": "zero",
+                                           "zero_stage": 2 if name == "zero2" else 1})
+    m = _MODEL.match(name)
+    if m is None:
+        raise T.ConfigError(f"--layouts: unknown layout {name!r}; valid: dp, zero, zero2, ppK, "
+                            "tpK, dpAxppK, dpAxtpK")
+    replicas, kind, k = m.group(1), m.group(2), int(m.group(3))
+    if replicas is not None and int(replicas) * k != ranks:
+        raise T.ConfigError(f"--layouts {name}: {replicas} x {k} ranks, the job has {ranks}")
+    extra = {"pipeline_stages": k, "micro_batches": cfg.micro_batches,
+             "schedule": cfg.schedule} if kind == "pp" else {"tensor_parallel": k}
+    # the same global batch as data parallelism: a replica of K ranks takes K ranks' rows
+    run_cfg = dataclasses.replace(cfg, strategy="ring", **{**plain, **extra},
+                                  batch_size=cfg.batch_size * k)
+    check_parallel_flags(run_cfg, ranks)
+    return run_cfg
+
+
+def _memory(cfg: T.TrainConfig, rec: dict) -> dict:
+    """Fill the memory columns a data-parallel record lacks (parameters, activations)."""
+    out = dict(rec)
+    b = np.dtype(cfg.dtype).itemsize
+    out.setdefault("param_bytes", rec.get("grad_bytes"))
+    out.setdefault("activation_bytes", cfg.batch_size * sum(cfg.layers[1:]) * b)
+    return out
+
+
+_FORMATS = {"ms": lambda v: f"{v * 1e3:.2f}", "kb": lambda v: f"{v / 1e3:,.1f}",
+            "n": "{:,.0f}".format, "loss": "{:.4f}".format, "": str}
+
+
+def _cell(value: object, unit: str) -> str:
+    missing = value is None or (isinstance(value, float) and not np.isfinite(value))
+    return "-" if missing else _FORMATS[unit](value)
+
+
+def format_layouts(records: list[dict]) -> str:
+    """The side-by-side table: one row per layout, the same columns."""
+    rows = [[h for h, _, _ in LAYOUT_COLUMNS]]
+    rows += [[_cell(r.get(k), u) for _, k, u in LAYOUT_COLUMNS] for r in records]
+    widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in
+                       enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every layout of ``--layouts`` in one job; rank 0 prints the table, writes --json."""
+    comm = metrics.world()
+    rank0 = comm.Get_rank() == 0
+    names = [s.strip() for s in args.layouts.split(",") if s.strip()]
+    try:
+        if comm.Get_size() < 2:
+            raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
+        cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
+        cfgs = {name: layout_config(cfg, name, comm.Get_size()) for name in names}
+        if not names or args.repeats < 1:
+            raise T.ConfigError("--layouts needs at least one layout and --repeats >= 1")
+    except T.ConfigError as exc:  # the same on every rank, before any message
+        if rank0:
+            print(f"mpicomm compare: error: {exc}", flush=True)
+        return 2
+    if cfg.blas_threads:
+        T.limit_blas_threads(cfg.blas_threads)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    try:
+        for _ in range(args.repeats):  # layouts take turns: load hits them alike
+            for name in names:
+                runs[name].append(T.run_training(cfgs[name], comm, verbose=False))
+    except T.SetupError:
+        return 2
+    records = []
+    for name in names:
+        recs = sorted(runs[name], key=lambda r: r["samples_per_sec"])
+        rec = _memory(cfgs[name], recs[(len(recs) - 1) // 2])
+        rec["layout"] = name
+        records.append(rec)
+    if rank0:
+        print(format_layouts(records))
+        print("memory per rank; comm ms: exposed (waiting for other ranks); times measured "
+              "with the clock '" + str(records[0].get("clock")) + "'")
+        if args.json:
+            slim = [{k: v for k, v in r.items() if k != "step_times_s"} for r in records]
+            T.write_json(args.json, T.document("compare", cfg, slim, {}, layouts=names,
+                                               repeats=args.repeats))
+            print(f"wrote {args.json}")
+    return 0

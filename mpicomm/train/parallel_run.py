@@ -1,0 +1,293 @@
+"""Model-parallel training runs: ``--pipeline-stages P`` and ``--tensor-parallel T``.
+
+    mpiexec -n 4 python -m mpicomm train --pipeline-stages 4 --micro-batches 8 --schedule 1f1b
+    mpiexec -n 4 python -m mpicomm train --tensor-parallel 2      # 2 replicas x 2 shards
+
+1. checks: every flag a model-parallel run cannot honour is refused in one line
+   (``ConfigError``, the same on every rank, before any message);
+2. group: ranks = replicas × parts (``parallel.groups``); rank r is part r % K of
+   replica r // K (a pipeline stage or a tensor shard); each part's gradients
+   are averaged over the replicas with ``--strategy`` (data parallelism);
+3. set-up: the whole model is initialised from the seed (as the unsplit loop)
+   and the part keeps its share; every part of a replica reads the replica's
+   data shard;
+4. steps: the part's forward and backward (``parallel.stage.Stage`` over the
+   schedule, or ``parallel.tensor.TensorParallel``), the replicas' all-reduce,
+   the loop's SGD on the part's parameters;
+5. record: the loop's columns (samples/s, step, exposed comm, bytes, memory per
+   rank) and the family's: pipeline bubble (in schedule slots and measured with
+   the clock), bytes per stage boundary, micro-batches held; tensor-parallel
+   bytes against the formula.
+"""
+
+from __future__ import annotations
+
+import zlib
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from mpicomm.core import clock
+from mpicomm.core.errors import ConfigError
+from mpicomm.parallel.groups import ParallelGroup
+from mpicomm.parallel.pipeline import (
+    SCHEDULES,
+    bubble_formula,
+    schedule,
+    simulate,
+    split_layers,
+)
+from mpicomm.parallel.stage import Stage
+from mpicomm.parallel.tensor import TensorParallel, tp_bytes_formula
+from mpicomm.train import metrics
+from mpicomm.train.config import TrainConfig
+from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
+from mpicomm.train.model import MLP, SoftmaxCrossEntropy
+from mpicomm.train.sgd import SGD
+from mpicomm.train.summary import warm_steps
+
+__all__ = ["check_parallel_flags", "run_parallel", "is_model_parallel", "ParallelSetupError"]
+
+NAN = float("nan")
+
+
+def is_model_parallel(cfg: TrainConfig) -> bool:
+    """True for a pipeline or tensor-parallel run (this module's runner, not the loop's)."""
+    return cfg.pipeline_stages > 1 or cfg.tensor_parallel > 1
+
+
+def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
+    """Raise ``ConfigError`` for a model-parallel flag that cannot take effect (no MPI)."""
+    P, M, T = cfg.pipeline_stages, cfg.micro_batches, cfg.tensor_parallel
+    if P < 1 or M < 1 or T < 1:
+        raise ConfigError("--pipeline-stages, --micro-batches and --tensor-parallel must be "
+                          f">= 1, got {P}, {M}, {T}")
+    if cfg.schedule not in SCHEDULES:
+        raise ConfigError(f"--schedule must be one of {', '.join(SCHEDULES)}, got "
+                          f"{cfg.schedule!r}")
+    if P == 1 and (M != 1 or cfg.schedule != "1f1b"):
+        raise ConfigError("--micro-batches and --schedule need --pipeline-stages P >= 2")
+    if not is_model_parallel(cfg):
+        return
+    linears, K = len(cfg.layers) - 1, max(P, T)
+    if P > 1 and T > 1:
+        raise ConfigError("--pipeline-stages with --tensor-parallel is not supported (choose "
+                          "one; data parallelism combines with either)")
+    if P > linears:
+        raise ConfigError(f"--pipeline-stages {P} for a model of {linears} layers: each stage "
+                          "needs at least one layer")
+    if T > 1 and (linears < 2 or min(cfg.layers[1:-1:2]) < T):
+        raise ConfigError(f"--tensor-parallel {T} needs a layer pair whose hidden widths "
+                          f"(here {list(cfg.layers[1:-1:2])}) are >= {T}")
+    if cfg.batch_size % M:
+        raise ConfigError(f"--batch-size {cfg.batch_size} does not split into --micro-batches "
+                          f"{M} of equal rows")
+    if ranks is not None and ranks % K:
+        raise ConfigError(f"{ranks} ranks do not split into groups of {K} "
+                          f"({'stages' if P > 1 else 'tensor shards'})")
+    if ranks == K and cfg.compress != "none":
+        raise ConfigError(f"--compress has no effect with one replica ({ranks} ranks = {K} "
+                          "parts): it compresses the all-reduce across replicas only")
+    refused = [("--strategy zero", cfg.strategy == "zero"), ("--ps-mode", bool(cfg.ps_mode)),
+               ("--accumulate", cfg.accumulate != 1), ("--checkpoint", bool(cfg.checkpoint)),
+               ("--trace", bool(cfg.trace)), ("--straggler/--jitter",
+                                                bool(cfg.straggler or cfg.jitter)),
+               ("--device gpu", cfg.device != "cpu"), ("--baseline", cfg.baseline),
+               ("--bucket-mb", cfg.bucket_mb != 25.0)]
+    for flag, bad in refused:
+        if bad:
+            raise ConfigError(f"{flag} is not supported with "
+                              f"{'--pipeline-stages' if P > 1 else '--tensor-parallel'}")
+
+
+def run_parallel(cfg: TrainConfig, comm: Any, verbose: bool = True) -> dict[str, Any]:
+    """Train a pipeline or tensor-parallel layout; return the run's record (all ranks)."""
+    check_parallel_flags(cfg, comm.Get_size())                                          # 1.
+    g = ParallelGroup(comm, max(cfg.pipeline_stages, cfg.tensor_parallel),             # 2.
+                      strategy=cfg.strategy, options=cfg.reducer_options())
+    try:
+        job = _agreed_set_up(cfg, g, comm)                                             # 3.
+        out = _steps(cfg, g, job)                                                      # 4.
+        rec = _record(cfg, comm, g, job, out)                                          # 5.
+    finally:
+        g.close()
+    if verbose and comm.Get_rank() == 0:
+        print(f"{rec['strategy']}: {comm.Get_size()} ranks = {g.replicas} replicas x "
+              f"{g.parts} parts | loss {rec['train_loss_first']:.4f} -> "
+              f"{rec['train_loss_last']:.4f} | {rec['bytes_per_step'] / 1e3:,.1f} KB/step",
+              flush=True)
+    return rec
+
+
+class ParallelSetupError(RuntimeError):
+    """Set-up failed on some rank; every rank raises it, the failing one has printed why."""
+
+
+def _agreed_set_up(cfg: TrainConfig, g: ParallelGroup, comm: Any) -> SimpleNamespace:
+    """``_set_up`` on every rank; a failure on any rank raises ``ParallelSetupError`` on all."""
+    job, failure = None, None
+    try:
+        job = _set_up(cfg, g)
+    except (DataError, ValueError) as exc:
+        failure = exc
+    bad = metrics.first_failure(comm, failure is not None)
+    if bad >= 0:
+        if failure is not None and comm.Get_rank() == bad:
+            print(f"mpicomm train: error: {failure}", flush=True)
+        raise ParallelSetupError(f"set-up failed on rank {bad}")
+    return job
+
+
+def _dataset(cfg: TrainConfig) -> Any:
+    f, c = cfg.layers[0], cfg.layers[-1]
+    if cfg.data == DIGITS:
+        return digits(f, c, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
+    if cfg.data:
+        return load_npz(cfg.data, f, c, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
+    return synthetic(f, c, cfg.train_samples, cfg.test_samples, seed=cfg.seed, dtype=cfg.dtype)
+
+
+def _set_up(cfg: TrainConfig, g: ParallelGroup) -> SimpleNamespace:
+    """The part (stage or tensor shard), its momentum and SGD, and the replica's data."""
+    ds = _dataset(cfg)
+    shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=g.replica,
+                  num_workers=g.replicas, seed=cfg.seed)
+    full = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype)
+    if cfg.pipeline_stages > 1:
+        part = _stage(cfg, g, full)
+        actions = schedule(cfg.schedule, g.parts, cfg.micro_batches)[g.part]
+        run = lambda x, y: part.stage.run(actions, x, y)  # noqa: E731
+        waited = part.stage.take_idle
+    else:
+        part = TensorParallel(g.p2p, g.parts, g.part, cfg.layers, full.params,
+                              criterion=_criterion(cfg, cfg.batch_size))
+        run, waited = part.step, part.take_comm
+    velocity = np.zeros_like(part.params)
+    sgd = SGD(np, part.params, part.grads, velocity, [SimpleNamespace(lo=0, hi=part.params.size)],
+              cfg.momentum, cfg.weight_decay)
+    return SimpleNamespace(shard=shard, part=part, run=run, waited=waited, velocity=velocity,
+                           sgd=sgd,
+                           last=g.part == g.parts - 1 or cfg.tensor_parallel > 1)
+
+
+def _stage(cfg: TrainConfig, g: ParallelGroup, full: MLP) -> SimpleNamespace:
+    """Pipeline stage ``g.part``: a copy of its layers' parameters, views, and its ``Stage``."""
+    a, b = split_layers(len(cfg.layers) - 1, g.parts)[g.part]
+    params = full.params[full.spans[a].start : full.spans[b - 1].stop].copy()
+    grads = np.zeros_like(params)
+    weights, grad_views, off = [], [], 0
+    for fan_in, fan_out in zip(cfg.layers[a:b], cfg.layers[a + 1 : b + 1], strict=True):
+        mid, end = off + fan_in * fan_out, off + fan_in * fan_out + fan_out
+        weights.append((params[off:mid].reshape(fan_in, fan_out), params[mid:end]))
+        grad_views.append((grads[off:mid].reshape(fan_in, fan_out), grads[mid:end]))
+        off = end
+    rows = cfg.batch_size // cfg.micro_batches
+    stage = Stage(g.p2p, g.part, g.parts, weights, grad_views, relu_last=g.part < g.parts - 1,
+                  micro_rows=rows, micro=cfg.micro_batches, criterion=_criterion(cfg, rows))
+    return SimpleNamespace(params=params, grads=grads, stage=stage)
+
+
+def _criterion(cfg: TrainConfig, rows: int) -> SoftmaxCrossEntropy:
+    """The loop's loss (``train.model``) at ``rows`` rows: the unsplit model's very rule."""
+    return SoftmaxCrossEntropy(np, rows, cfg.layers[-1], np.dtype(cfg.dtype))
+
+
+def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace) -> dict:
+    """Run the steps; per step: (step, waiting for the other parts, replicas' all-reduce,
+    optimizer) seconds."""
+    n = cfg.steps
+    times, losses = np.zeros((n, 4)), np.zeros(n)
+    base_lr = cfg.lr * (g.replicas if cfg.scale_lr else 1)
+    perf = clock.now
+    metrics.barrier(g.comm)
+    for i in range(n):
+        lr = base_lr * min(1.0, (i + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
+        xb, yb = job.shard.next()
+        t0 = perf()
+        losses[i] = job.run(xb, yb)
+        t1 = perf()
+        if g.replicas > 1:
+            g.reducer.allreduce(job.part.grads, op="mean")
+        t2 = perf()
+        job.sgd.update(0, lr)
+        t3 = perf()
+        times[i] = (t3 - t0, job.waited(), t2 - t1, t3 - t2)
+    return {"times": times, "losses": losses}
+
+
+def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
+            out: dict) -> dict[str, Any]:
+    """The run's record, the same on every rank (collective over ``comm``)."""
+    n, R = cfg.steps, g.replicas
+    times = out["times"]
+    timed = times[warm_steps(n):]
+    params = job.part.params
+    row = np.array([g.part, g.replica, *timed.sum(axis=0),
+                    g.counts.bytes_sent + g.reducer.stats.bytes_sent, g.counts.bytes_sent,
+                    params.nbytes, job.velocity.nbytes, float(zlib.crc32(memoryview(params)))])
+    rows = metrics.gather_rows(comm, row)
+    step_by_rank = metrics.gather_rows(comm, times[:, 0])
+    losses = metrics.sum_over_ranks(comm, out["losses"] if job.last else np.zeros(n))
+    losses /= R * (g.parts if cfg.tensor_parallel > 1 else 1)  # every tensor shard has it
+    series = step_by_rank[:, warm_steps(n):].max(axis=0)
+    n_timed, wall = len(series), rows[:, 2].max()  # the slowest rank's timed steps
+    step, wait, dp, opt = rows[:, 2:6].sum(axis=0) / (len(rows) * max(n_timed, 1))
+    last = min(n, cfg.log_every or 10)  # as the loop's record (train.summary.scores)
+    rec = {
+        "ranks": comm.Get_size(), "workers": R, "global_batch": cfg.batch_size * R,
+        "steps": n, "steps_timed": n_timed,
+        "samples_per_sec": cfg.batch_size * R * n_timed / wall if wall > 0 else NAN,
+        "step_time_median_s": float(np.median(series)) if n_timed else NAN,
+        "step_time_p90_s": float(np.percentile(series, 90)) if n_timed else NAN,
+        "step_time_mean_s": step, "dp_allreduce_s": dp, "optimizer_s": opt,
+        "model_parallel_comm_s": wait, "comm_s": wait + dp, "comm_exposed_s": wait + dp,
+        "compute_s": step - wait - dp - opt, "compute_share": (step - wait - dp - opt) / step,
+        "comm_share": (wait + dp) / step, "optimizer_share": opt / step, "other_share": 0.0,
+        "bytes_per_step": float(rows[:, 6].max() / n),
+        "bytes_per_step_by_rank": [float(x) / n for x in rows[:, 6]],
+        "model_parallel_bytes_per_step": float(rows[:, 7].max() / n),
+        "param_bytes": int(rows[:, 8].max()), "optimizer_state_bytes": int(rows[:, 9].max()),
+        "params_in_sync": all(len(set(rows[rows[:, 0] == k][:, 10])) == 1
+                              for k in range(g.parts)),  # each part equal across replicas
+        "loss_history": losses.tolist(), "loss_history_step": list(range(1, n + 1)),
+        "train_loss_first": float(losses[: min(n, 10)].mean()),
+        "train_loss_last": float(losses[-last:].mean()),
+        "final_loss": float(losses[-last:].mean()), "clock": clock.name(),
+        "resumed_from_step": None,
+    }
+    if cfg.pipeline_stages > 1:
+        rec.update(_pipeline_fields(cfg, comm, g, job, rows, n))
+    else:
+        rec["strategy"] = f"tp{g.parts}" if R == 1 else f"dp{R}xtp{g.parts}"
+        rec["tensor_parallel"] = g.parts
+        held = job.part.activation_bytes(cfg.batch_size)
+        rec["activation_bytes"] = int(metrics.max_over_ranks(comm, np.array([held]))[0])
+        rec["tp_bytes_formula_per_step"] = tp_bytes_formula(cfg.layers, g.parts, cfg.batch_size,
+                                                            np.dtype(cfg.dtype).itemsize)
+    return rec
+
+
+def _pipeline_fields(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
+                     rows: np.ndarray, n: int) -> dict:
+    """Bubble (slots and clock), bytes per boundary, micro-batches and bytes held per stage."""
+    P, M, st = g.parts, cfg.micro_batches, job.part.stage
+    extra = metrics.gather_rows(comm, np.array([st.sent_fwd, st.sent_bwd, st.slots_made,
+                                                st.slots_made * st.slot_bytes]))
+    r0 = rows[:, 1] == 0
+    order = np.argsort(rows[r0, 0])
+    e0 = extra[r0][order]  # replica 0's stages, in stage order
+    sim = simulate(schedule(cfg.schedule, P, M))
+    label = f"pp{P}" if g.replicas == 1 else f"dp{g.replicas}xpp{P}"
+    return {
+        "strategy": f"{label}:{cfg.schedule}", "pipeline_stages": P, "micro_batches": M,
+        "schedule": cfg.schedule,
+        "bubble_slots": sim.bubble, "bubble_formula": bubble_formula(P, M),
+        "bubble_measured": float(np.mean(rows[:, 3] / rows[:, 2])),
+        "boundary_bytes_per_step": [float(e0[s, 0] + e0[s + 1, 1]) / n for s in range(P - 1)],
+        "peak_microbatches_by_stage": [int(x) for x in e0[:, 2]],
+        "peak_microbatches_slots": sim.peak_held,
+        "activation_bytes_peak_by_stage": [int(x) for x in e0[:, 3]],
+        "activation_bytes": int(extra[:, 3].max()),
+        "layers_by_stage": [list(ab) for ab in split_layers(len(cfg.layers) - 1, P)],
+    }

@@ -1,0 +1,65 @@
+"""What ``--strategy zero`` adds to the one training loop: its checks and its engine.
+
+1. ``check_zero_flags``: every flag ZeRO cannot honour is refused in one line
+   (``ConfigError``, the same on every rank, before any message);
+2. ``make_zero_engine``: the ring reducer's transport (the run's emulated links
+   and byte counts) under an ``engine.ZeroEngine`` whose shards apply the loop's
+   SGD rule; the job's momentum becomes this rank's shard, so the record's
+   optimizer-state bytes are what the rank really holds.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from mpicomm.core.errors import ConfigError
+from mpicomm.engine.zero import ZERO_STAGES, ZeroEngine
+from mpicomm.train.config import TrainConfig
+from mpicomm.train.sgd import SGD
+
+__all__ = ["ZERO", "check_zero_flags", "make_zero_engine", "reducer_strategy"]
+
+ZERO = "zero"
+
+
+def reducer_strategy(cfg: TrainConfig) -> str:
+    """The reducer a run builds: ZeRO sends through the ring's transport."""
+    return "ring" if cfg.strategy == ZERO else cfg.strategy
+
+
+def check_zero_flags(cfg: TrainConfig) -> None:
+    """Raise ``ConfigError`` for a flag ``--strategy zero`` cannot honour (no MPI)."""
+    if cfg.strategy != ZERO:
+        if cfg.zero_stage != 1:
+            raise ConfigError("--zero-stage needs --strategy zero")
+        return
+    if cfg.zero_stage not in ZERO_STAGES:
+        raise ConfigError(f"--zero-stage must be 1 or 2, got {cfg.zero_stage!r}")
+    refused = [("--compress", cfg.compress != "none", "the shards travel as plain floats"),
+               ("--checkpoint", bool(cfg.checkpoint), "each rank holds only its momentum shard"),
+               ("--accumulate", cfg.accumulate != 1, "one backward per optimizer step"),
+               ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy")]
+    for flag, bad, why in refused:
+        if bad:
+            raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")
+
+
+def make_zero_engine(cfg: TrainConfig, world: Any, job: Any) -> ZeroEngine | None:
+    """Return the worker's ``ZeroEngine``; ``job.velocity`` becomes its momentum shard."""
+    if not world.is_worker:
+        return None
+    m = job.model
+
+    def make_optimizer(p: np.ndarray, g: np.ndarray, v: np.ndarray) -> Any:
+        sgd = SGD(np, p, g, v, [SimpleNamespace(lo=0, hi=p.size)], cfg.momentum,
+                  cfg.weight_decay)  # the loop's update rule, on one piece of the shard
+        return lambda lr: sgd.update(0, lr)
+
+    engine = ZeroEngine(world.reducer, m.params, m.grads, m.tensors,
+                        bucket_bytes=cfg.bucket_mb * 2**20, stage=cfg.zero_stage,
+                        make_optimizer=make_optimizer)
+    job.velocity = engine.momentum  # the full buffer set-up made is dropped
+    return engine

@@ -1,0 +1,43 @@
+"""``compare --layouts``: every layout trains the same steps (float64 losses equal), one table."""
+
+import json
+
+import pytest
+from mpi_harness import run_mpi
+
+from mpicomm.train.config import ConfigError, TrainConfig
+from mpicomm.train.layouts import layout_config
+
+
+def test_layout_names():
+    cfg = TrainConfig(layers=(8, 8, 8, 4), batch_size=8, micro_batches=4)
+    assert layout_config(cfg, "dp", 4).strategy == "ring"
+    assert layout_config(cfg, "zero2", 4).zero_stage == 2
+    pp = layout_config(cfg, "dp2xpp2", 4)
+    assert (pp.pipeline_stages, pp.micro_batches, pp.batch_size) == (2, 4, 16)
+    tp = layout_config(cfg, "tp4", 4)
+    assert (tp.tensor_parallel, tp.micro_batches, tp.batch_size) == (4, 1, 32)
+    with pytest.raises(ConfigError, match="the job has 4"):
+        layout_config(cfg, "dp3xpp2", 4)
+    with pytest.raises(ConfigError, match="unknown layout"):
+        layout_config(cfg, "fsdp", 4)
+
+
+def test_compare_layouts_same_losses_and_memory_columns(tmp_path):
+    out = tmp_path / "l.json"
+    res = run_mpi(4, ["-m", "mpicomm", "compare", "--layouts", "dp,zero,pp2,tp2,pp4,tp4",
+                      "--layers", "12,16,16,16,5", "--dtype", "float64", "--batch-size", "4",
+                      "--micro-batches", "4", "--steps", "4", "--repeats", "1",
+                      "--no-baseline", "--train-samples", "256", "--test-samples", "32",
+                      "--log-every", "0", "--json", str(out)], timeout=240)
+    assert res.returncode == 0, res.tail()
+    recs = {r["layout"]: r for r in json.loads(out.read_text())["results"]}
+    ref = recs["dp"]["loss_history"]
+    for name, r in recs.items():  # the same global batch, the same model: the same steps
+        assert max(abs(a - b) for a, b in zip(r["loss_history"], ref, strict=True)) < 1e-9, name
+        for key in ("param_bytes", "optimizer_state_bytes", "activation_bytes",
+                    "bytes_per_step", "samples_per_sec"):
+            assert r[key] is not None and r[key] > 0, (name, key)
+    assert recs["zero"]["optimizer_state_bytes"] < recs["dp"]["optimizer_state_bytes"] / 3
+    assert recs["tp4"]["param_bytes"] < recs["dp"]["param_bytes"] / 2
+    assert "layout" in res.stdout and "act KB" in res.stdout

@@ -1,0 +1,116 @@
+"""Pipeline parallelism: the schedules (pure), and runs equal to the unsplit loop at 4 ranks."""
+
+import json
+
+import pytest
+from mpi_harness import ROOT, run_mpi
+
+from mpicomm.parallel.pipeline import bubble_formula, schedule, simulate, split_layers
+from mpicomm.train.config import ConfigError, TrainConfig
+from mpicomm.train.parallel_run import check_parallel_flags
+
+SCRIPT = ROOT / "tests" / "parallel" / "scripts" / "layout_equal.py"
+
+
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("P,M", [(1, 3), (2, 1), (3, 5), (4, 4), (4, 8), (4, 16)])
+def test_schedule_runs_each_micro_batch_once(kind, P, M):
+    for acts in schedule(kind, P, M):
+        assert sorted(acts) == sorted([("F", m) for m in range(M)] + [("B", m) for m in range(M)])
+        assert all(acts.index(("F", m)) < acts.index(("B", m)) for m in range(M))
+
+
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("M", [4, 8, 16])
+def test_bubble_in_slots_is_the_formula(kind, M):
+    """P = 4, equal slot costs: the counted bubble is (P-1)/(M+P-1) (target: within 10%)."""
+    sim = simulate(schedule(kind, 4, M))
+    assert sim.bubble == pytest.approx(bubble_formula(4, M), rel=1e-12)
+    assert sim.makespan == 2 * (M + 3)
+
+
+@pytest.mark.parametrize("M", [4, 5, 8])
+def test_1f1b_holds_fewer_micro_batches_than_gpipe(M):
+    P = 4
+    g, f = simulate(schedule("gpipe", P, M)), simulate(schedule("1f1b", P, M))
+    assert g.peak_held == [M] * P
+    assert f.peak_held == [min(P - s, M) for s in range(P)]
+    assert sum(f.peak_held) < sum(g.peak_held) and max(f.peak_held) <= P
+
+
+def test_a_bad_schedule_is_refused_not_run():
+    bad = [[("F", 0), ("B", 0)], [("B", 0), ("F", 0)]]  # stage 1 backwards before forwarding
+    with pytest.raises(ValueError, match="deadlocks"):
+        simulate(bad)
+    with pytest.raises(ValueError, match="schedule must be"):
+        schedule("zigzag", 2, 2)
+
+
+def test_split_layers_contiguous():
+    assert split_layers(5, 2) == [(0, 3), (3, 5)]
+    assert split_layers(4, 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    with pytest.raises(ValueError):
+        split_layers(2, 3)
+
+
+@pytest.mark.parametrize("flags,match", [
+    (dict(micro_batches=4), "need --pipeline-stages"),
+    (dict(pipeline_stages=2, micro_batches=5), "does not split"),
+    (dict(pipeline_stages=5), "each stage needs"),
+    (dict(pipeline_stages=2, strategy="zero"), "--strategy zero"),
+    (dict(pipeline_stages=2, accumulate=2), "--accumulate"),
+    (dict(pipeline_stages=2, schedule="zigzag"), "--schedule must be"),
+])
+def test_pipeline_refuses_flags(flags, match):
+    with pytest.raises(ConfigError, match=match):
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), **flags))
+    with pytest.raises(ConfigError, match="do not split"):
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), pipeline_stages=2), ranks=3)
+
+
+def _runs(*runs):
+    spec = {r: dict(pipeline_stages=int(r.split(":")[0]), micro_batches=int(r.split(":")[1]),
+                    schedule=r.split(":")[2]) for r in runs}
+    res = run_mpi(4, ["-m", "mpi4py", str(SCRIPT), json.dumps(spec), "20,33,17,9,7"],
+                  timeout=240)
+    res.expect_ok()
+    return res.records[0]["runs"]
+
+
+def test_pipeline_equals_unsplit_loop_at_4_ranks():
+    """float64: P = 4 (one replica) and P = 2 (two replicas, ring across them), both schedules."""
+    out = _runs("4:4:gpipe", "4:4:1f1b", "4:8:1f1b", "2:4:gpipe", "2:2:1f1b")
+    for run, v in out.items():
+        assert v["rel"] < 1e-9, (run, v["rel"])
+        assert v["rec"]["params_in_sync"], run
+    rows, b = 16, 8  # rows per step per replica, bytes per float64
+    for run, widths in (("4:4:1f1b", (33, 17, 9)), ("2:4:gpipe", (17,))):
+        rec = out[run]["rec"]  # activations forward + their gradients back, per boundary
+        assert rec["boundary_bytes_per_step"] == [2 * rows * w * b for w in widths], rec
+    # 1F1B holds fewer micro-batches than GPipe (M >= P), counted in the run itself
+    g, f = out["4:4:gpipe"]["rec"], out["4:4:1f1b"]["rec"]
+    assert g["peak_microbatches_by_stage"] == [4, 4, 4, 4]
+    assert f["peak_microbatches_by_stage"] == [4, 3, 2, 1]
+    assert max(out["4:8:1f1b"]["rec"]["peak_microbatches_by_stage"]) == 4
+    assert sum(f["activation_bytes_peak_by_stage"]) < sum(g["activation_bytes_peak_by_stage"])
+    assert f["bubble_slots"] == pytest.approx(bubble_formula(4, 4))
+
+
+def test_pipeline_cli(tmp_path):
+    out = tmp_path / "p.json"
+    args = ["-m", "mpicomm", "train", "--layers", "16,24,24,4", "--steps", "3", "--batch-size",
+            "8", "--train-samples", "256", "--test-samples", "32", "--log-every", "0"]
+    res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "4", "--json",
+                      str(out)], timeout=120)
+    assert res.returncode == 0, res.tail()
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["strategy"] == "pp2:1f1b" and rec["peak_microbatches_by_stage"] == [2, 1], rec
+    res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "3"], timeout=60)
+    assert res.returncode == 2 and res.stdout.count("does not split") == 1, res.tail()
+
+
+def test_pipeline_setup_failure_stops_every_rank(tmp_path):
+    """A missing --data file: one message, exit 2 on every rank, no hang."""
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--pipeline-stages", "2", "--steps", "2",
+                      "--data", str(tmp_path / "missing.npz")], timeout=60)
+    assert res.returncode == 2 and res.stdout.count("no such file") == 1, res.tail()
