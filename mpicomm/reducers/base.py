@@ -64,6 +64,8 @@ from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
 
+_CHAR_CODES = {dt.char: code for dt, code in DTYPE_CODES.items()}  # dtype.char: cheap to hash
+
 
 class MismatchError(ValueError):
     """Ranks called allreduce with different lengths, dtypes or ops."""
@@ -139,6 +141,8 @@ class Reducer:
         self.wire: Wire | None = codec if isinstance(codec, Wire) else None
         self.feedback: ErrorFeedback | None = codec if isinstance(codec, ErrorFeedback) else None
         self.compress = options.compress
+        self._plain = self.wire is None and self.feedback is None
+        self._validate = options.validate
         self._stage: HostStage | None = None
         self._cuda_aware: bool | None = None  # decided at the first CuPy call, then kept
         self._key = np.zeros(3, dtype=np.int64)
@@ -164,52 +168,48 @@ class Reducer:
         if self.owner is not None and self.owner != threading.get_ident():
             raise RuntimeError(f"{self.name}: this reducer belongs to an AsyncReducer; call "
                                "its allreduce_async (two callers would interleave messages)")
-        if not self._lock.acquire(blocking=False):
+        lock = self._lock
+        if not lock.acquire(False):
             raise RuntimeError(f"{self.name}: allreduce called while another call is running "
                                "(from another thread): one reducer serves one caller at a time")
+        ch = self.stall_channel
+        call = 0.0 if ch is None else ch.begin(self.name, t0)
         try:
-            ch = self.stall_channel
-            if ch is None:
-                return self._checked_allreduce(buf, op, t0, key)
-            call = ch.begin(self.name, t0)
-            try:
-                return self._checked_allreduce(buf, op, t0, key)
-            finally:
-                ch.end(call)
+            self._checked_allreduce(buf, op, key)
+            t1 = clock.now()
+            self.stats.add(t1 - t0)
         finally:
-            self._lock.release()
+            if ch is not None:
+                ch.end(call)
+            lock.release()
+        return buf
 
-    def _checked_allreduce(self, buf: Any, op: str, t0: float, key: Any) -> Any:
+    def _checked_allreduce(self, buf: Any, op: str, key: Any) -> None:
         if not self.is_worker:
             raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
         # fast path: a writable, C-contiguous float NumPy array (the training loop's case)
         on_host = type(buf) is np.ndarray
-        if not (
-            on_host
-            and buf.dtype in DTYPE_CODES
-            and buf.flags.c_contiguous
-            and buf.flags.writeable
-        ):
+        code = _CHAR_CODES.get(buf.dtype.char) if on_host else None
+        if code is None or not (flags := buf.flags).c_contiguous or not flags.writeable:
             check_buffer(buf, self.name)  # raises with the reason, or it is fine after all
             on_host = not is_device_array(buf)
+            code = DTYPE_CODES[buf.dtype]
         opcode = OPS.get(op)
         if opcode is None:
             raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
         flat = buf if buf.ndim == 1 else flat_view(buf)
-        layout = (flat.size, DTYPE_CODES[flat.dtype], opcode)
-        if layout not in self._checked or self.options.validate:
+        layout = (flat.size, code, opcode)
+        if self._validate or layout not in self._checked:
             self._check_agreement(layout)
             self._checked.add(layout)
         scale = None if opcode == OP_SUM or self.num_workers == 1 else 1.0 / self.num_workers
-        if self.wire is None and self.feedback is None:  # plain: the algorithm as written
+        if self._plain:  # the algorithm as written
             if on_host:
                 self._allreduce(flat, scale)
             else:
                 self._allreduce_device(flat, scale)
         else:
             self._compressed(flat, scale, key, on_host)
-        self.stats.add(clock.now() - t0)
-        return buf
 
     def _compressed(self, flat: Any, scale: float | None, key: Any, on_host: bool) -> None:
         """Step 5 (NumPy codecs: device buffers are staged through host memory)."""

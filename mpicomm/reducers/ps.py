@@ -140,6 +140,8 @@ class ParameterServerReducer(Reducer):
         self.is_worker = self.rank in self.workers
         self.num_workers = len(self.workers)
         self.worker_rank = self.workers.index(self.rank) if self.is_worker else None
+        if self.stall_channel is not None:  # a dedicated server makes no calls: never "behind"
+            self.stall_channel.participants = list(self.workers)
         if self.dedicated:
             # first-use agreement among workers only; servers check headers per call
             color = 0 if self.is_worker else MPI.UNDEFINED
