@@ -36,7 +36,7 @@ _LAZY = {
     "REDUCERS": "mpicomm.reducers",
     "MismatchError": "mpicomm.reducers",
     "Reducer": "mpicomm.reducers",
-    "make_reducer": "mpicomm.codecs",  # wraps mpicomm.reducers.make_reducer (compress=)
+    "make_reducer": "mpicomm.reducers",
     "strategies": "mpicomm.reducers",
     "ReducerOptions": "mpicomm.core.options",
     "Topology": "mpicomm.core.topology",

@@ -26,16 +26,12 @@ def final_params(tmp_path, device, args, env):
         return f["params"]
 
 
-EF_BY_ADDRESS = pytest.mark.xfail(
-    strict=True, reason="fixed by the wire branch (EF keyed by bucket id): top-k residuals keyed "
-    "by the staging buffer's address are lost when the stage grows to a larger bucket")
 CASES = [(args, staging) for args in (["--strategy", "ring"],
                                       ["--strategy", "hierarchical", "--ranks-per-node", "2"],
                                       ["--strategy", "ps", "--dedicated"])
          for staging in ("0", "1")]
 CASES += [(["--strategy", "ring", "--compress", "fp16"], "0"),  # codecs always stage (NumPy)
-          pytest.param(["--strategy", "ring", "--compress", "topk:0.25"], "0",
-                       marks=EF_BY_ADDRESS)]
+          (["--strategy", "ring", "--compress", "topk:0.25"], "0")]  # EF keyed by bucket id
 
 
 @pytest.mark.parametrize("args, staging", CASES,

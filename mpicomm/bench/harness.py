@@ -45,7 +45,7 @@ from mpi4py import MPI
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
 from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
-from mpicomm.codecs import make_reducer
+from mpicomm.reducers import make_reducer
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import ReducerFields

@@ -1,10 +1,43 @@
-"""Gradient compression on the wire: fp16, int8, top-k with error feedback (docs/compression.md).
+"""Gradient codecs: fp16, int8, top-k, and error feedback (docs/compression.md).
 
-``make_reducer(name, compress="int8", ...)`` (also ``mpicomm.make_reducer``)
-wraps the strategy's reducer in a ``CompressedReducer``; codecs are in
-``quantize`` and ``topk``, one compressed algorithm per file.
+Only codecs live here; the algorithms send through them: a quantising codec as
+a ``Wire`` inside each algorithm's steps, top-k as (index, value) pairs that
+the algorithm gathers, with ``ErrorFeedback`` keeping a residual per bucket.
+``mpicomm.make_reducer(name, compress="int8")`` (also
+``mpicomm.reducers.make_reducer``) builds a compressed reducer.
 """
 
-from mpicomm.codecs.wrapper import SUPPORT, CompressedReducer, check_supported, make_reducer
+from __future__ import annotations
 
-__all__ = ["make_reducer", "CompressedReducer", "SUPPORT", "check_supported"]
+from typing import Any
+
+from mpicomm.codecs.feedback import ErrorFeedback
+from mpicomm.codecs.quantize import Fp16Codec, Int8Codec
+from mpicomm.codecs.topk import TopKCodec
+from mpicomm.codecs.wire import Wire
+from mpicomm.core.options import parse_compress
+
+__all__ = ["Fp16Codec", "Int8Codec", "TopKCodec", "ErrorFeedback", "Wire", "make_codec",
+           "make_reducer"]
+
+
+def make_codec(spec: str) -> Wire | ErrorFeedback | None:
+    """Return what a ``compress`` string builds: None ("none"), a ``Wire`` (fp16, int8) or
+    an ``ErrorFeedback`` around a ``TopKCodec`` (topk, ``enabled`` False with ``:noef``)."""
+    kind, ratio, ef = parse_compress(spec)
+    if kind == "fp16":
+        return Wire(Fp16Codec())
+    if kind == "int8":
+        return Wire(Int8Codec())
+    if kind == "topk":
+        return ErrorFeedback(TopKCodec(ratio), enabled=ef)
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    # the old spelling ``mpicomm.codecs.make_reducer`` (codecs sit below reducers now)
+    if name == "make_reducer":
+        import importlib
+
+        return importlib.import_module("mpicomm.reducers").make_reducer
+    raise AttributeError(f"module 'mpicomm.codecs' has no attribute {name!r}")

@@ -2,23 +2,20 @@
 
 Per call on a buffer of m values, with k = min(m, max(1, ceil(RATIO·m))):
 
-1. acc = x + residual (the residual of this buffer from the previous call;
-   zero at first, and always zero without error feedback);
+1. (error feedback, ``feedback.ErrorFeedback``) acc = x + residual of the bucket;
+   without it acc = x;
 2. idx = the k positions of largest |acc| (``top_k``: a sampled threshold,
    then ``np.argpartition`` over the candidates; exact), val = acc[idx];
-3. error feedback: residual = acc with acc[idx] set to 0 — what was not sent
-   waits for the next step (``:noef``: residual stays 0, the rest is dropped).
+3. (error feedback) residual = acc with acc[idx] set to 0 — what was not sent
+   waits for the next step (``:noef``: the rest is dropped).
 
 So ``sent + residual_new == x + residual_old`` exactly (bit for bit: values are
 copied, not rounded). A pair is (int32 index, value in the buffer's dtype); a
 message of k pairs is one ``uint8`` buffer [k × int32][k × value]:
 ``pair_bytes(k) = k·(4 + itemsize)`` (8k for float32).
 
-The residual is kept per buffer, keyed by (address, length, dtype): pass the
-same buffers every step (the engine's buckets are fixed views of one flat
-gradient), as DDP's communication hooks keep per-bucket state; ``reset()``
-forgets every residual (a new buffer at a freed buffer's address would
-otherwise inherit its residual).
+The codec itself keeps no state between calls (only scratch): the residuals
+live in ``feedback.ErrorFeedback``, keyed by the bucket id the caller passes.
 """
 
 from __future__ import annotations
@@ -58,14 +55,12 @@ def top_k(mag: np.ndarray, k: int) -> np.ndarray:
 
 
 class TopKCodec:
-    """Top-k (index, value) pairs with optional error feedback (see module docstring)."""
+    """Top-k (index, value) pairs of a buffer (see module docstring); no state but scratch."""
 
     name = "topk"
 
-    def __init__(self, ratio: float, error_feedback: bool = True) -> None:
+    def __init__(self, ratio: float) -> None:
         self.ratio = ratio
-        self.error_feedback = error_feedback
-        self._residuals: dict[tuple, np.ndarray] = {}
         self._abs: dict[str, np.ndarray] = {}
 
     def k_of(self, m: int) -> int:
@@ -81,43 +76,20 @@ class TopKCodec:
         return msg[: 4 * k].view(np.int32), msg[4 * k : k * (4 + np.dtype(dtype).itemsize)].view(
             dtype)
 
-    def reset(self) -> None:
-        """Forget every residual (error-feedback state)."""
-        self._residuals.clear()
-
-    def residual(self, x: np.ndarray) -> np.ndarray:
-        """The residual kept for buffer ``x`` (created as zeros on first use)."""
-        key = (x.__array_interface__["data"][0], x.size, x.dtype.char)
-        r = self._residuals.get(key)
-        if r is None:
-            r = self._residuals[key] = np.zeros(x.size, dtype=x.dtype)
-        return r
-
-    def encode(self, x: np.ndarray, msg: np.ndarray, residual: np.ndarray | None = None) -> int:
-        """Write the top-k pairs of ``x`` + its residual into ``msg``; return k.
-
-        ``residual`` (default: this buffer's own, see ``residual``) is updated in place.
-        """
+    def encode(self, x: np.ndarray, msg: np.ndarray) -> np.ndarray:
+        """Write the top-k pairs of ``x`` into ``msg``; return their indices (a view of ``msg``)."""
         m = x.size
         k = self.k_of(m)
+        idx, val = self.split(msg, k, x.dtype)
         if k == 0:
-            return 0
-        acc = self.residual(x) if residual is None else residual
-        if self.error_feedback:
-            np.add(acc, x, out=acc)
-        else:
-            acc[:] = x
+            return idx
         mag = self._abs.get(x.dtype.char)
         if mag is None or mag.size < m:
             mag = self._abs[x.dtype.char] = np.empty(m, dtype=x.dtype)
-        np.abs(acc, out=mag[:m])
-        idx, val = self.split(msg, k, x.dtype)
+        np.abs(x, out=mag[:m])
         idx[:] = top_k(mag[:m], k)
-        np.take(acc, idx, out=val)
-        acc[idx] = 0
-        if not self.error_feedback:
-            acc.fill(0)
-        return k
+        np.take(x, idx, out=val)
+        return idx
 
     @staticmethod
     def decode_add(msg: np.ndarray, k: int, acc: np.ndarray) -> None:

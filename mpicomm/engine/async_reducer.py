@@ -62,13 +62,14 @@ class Work:
 
     Attributes:
         buf: the buffer being reduced in place.
+        key: the bucket id passed to ``reducer.allreduce(..., key=)`` (None: not passed).
         start, end: ``perf_counter`` seconds the reduction ran on the communication thread.
     """
 
-    __slots__ = ("buf", "op", "start", "end", "error", "_done", "tag")
+    __slots__ = ("buf", "op", "start", "end", "error", "_done", "tag", "key")
 
-    def __init__(self, buf: Any, op: str, tag: Any = None) -> None:
-        self.buf, self.op, self.tag = buf, op, tag
+    def __init__(self, buf: Any, op: str, tag: Any = None, key: Any = None) -> None:
+        self.buf, self.op, self.tag, self.key = buf, op, tag, key
         self.start = self.end = 0.0
         self.error: BaseException | None = None
         self._done = threading.Event()
@@ -113,6 +114,8 @@ class AsyncReducer:
         self._failed: CommThreadError | None = None
         self._thread = threading.Thread(target=self._serve, name="communication", daemon=True)
         self._thread.start()
+        if hasattr(reducer, "owner"):  # the reducer now refuses calls from other threads
+            reducer.owner = self._thread.ident
 
     def allreduce_async(self, buf: Any, op: str = "sum", tag: Any = None) -> Work:
         """Queue an in-place allreduce of ``buf``; return its ``Work`` at once."""
@@ -134,6 +137,8 @@ class AsyncReducer:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+            if getattr(self.reducer, "owner", None) is not None:
+                self.reducer.owner = None
             sys.setswitchinterval(self._old_interval)
 
     def __enter__(self) -> AsyncReducer:
@@ -151,7 +156,10 @@ class AsyncReducer:
             if self._failed is None:
                 try:
                     work.start = perf()
-                    self.reducer.allreduce(work.buf, op=work.op)
+                    if work.key is None:
+                        self.reducer.allreduce(work.buf, op=work.op)
+                    else:
+                        self.reducer.allreduce(work.buf, op=work.op, key=work.key)
                     work.end = perf()
                     if self.on_done is not None:
                         self.on_done(work)

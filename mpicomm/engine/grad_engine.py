@@ -77,8 +77,8 @@ class GradEngine:
         for b in self.buckets:
             self._by_layer.setdefault(b.ready_layer, []).append(b.index)
         self._async = AsyncReducer(reducer, on_done=self._traced) if self.overlap else None
-        self._works = [Work(v, "mean", tag=b) for v, b in zip(self.views, self.buckets,
-                                                               strict=True)]
+        self._works = [Work(v, "mean", tag=b, key=b.index)
+                       for v, b in zip(self.views, self.buckets, strict=True)]
         self._micro = 0
         self.comm_total_s = self.comm_exposed_s = 0.0
         self._nvtx_names = [f"bucket {b.index}" for b in self.buckets]  # train --nvtx
@@ -130,7 +130,7 @@ class GradEngine:
                     rec.complete(f"wait bucket {k}", "wait", t0, t1, thread="training")
             else:
                 with nvtx.range(self._nvtx_names[k]):
-                    self.reducer.allreduce(self.views[k], op="mean")
+                    self.reducer.allreduce(self.views[k], op="mean", key=bucket.index)
                 t1 = perf()
                 self.comm_total_s += t1 - t0
                 if rec is not None:

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, trace
+from mpicomm.core import clock, tags, trace
 from mpicomm.engine.buckets import Bucket, plan_buckets
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
@@ -168,7 +168,7 @@ class ZeroEngine:
         b = part.bucket
         t0 = clock.now()
         ring_reduce_scatter(self.p2p, self._ring, self._pos, self.grads[b.lo : b.hi],
-                            part.bounds, self._scratch, tag=1, largest=part.largest)
+                            part.bounds, self._scratch, tag=tags.RING_RS, largest=part.largest)
         self._count("reduce-scatter", b, t0)
         self.grads[part.lo : part.hi] *= self._scale  # the mean, on this rank's piece only
 
@@ -176,7 +176,7 @@ class ZeroEngine:
         b = part.bucket
         t0 = clock.now()
         ring_allgather(self.p2p, self._ring, self._pos, self.params[b.lo : b.hi], part.bounds,
-                       tag=2)
+                       tag=tags.RING_AG)
         self._count("allgather", b, t0)
 
     def _count(self, name: str, b: Bucket, t0: float) -> None:

@@ -4,7 +4,8 @@ As Horovod's: a rank that has waited more than ``MPICOMM_STALL_WARN_S`` seconds
 (default 60) inside one reducer call prints ONE warning naming the strategy, the
 call number and the ranks that have not arrived; past ``MPICOMM_STALL_ABORT_S``
 (default: never) it prints the message again and ends the job (``MPI.Abort``,
-exit code 1). ``MPICOMM_STALL_WARN_S=0`` switches the inspector off.
+exit code 1). ``MPICOMM_STALL_WARN_S=0`` switches the warning off; the abort
+still applies when ``MPICOMM_STALL_ABORT_S`` is set (both unset or 0: no watchdog).
 
 How:
 
@@ -18,9 +19,12 @@ How:
    peers' questions on every side communicator (``Iprobe``; a reply is this
    rank's call counter and whether it is inside a call), and, when the current
    call has lasted past the warning time, asks every peer and names as "not
-   arrived" the participants whose counter is behind this rank's (or who did
-   not answer within 1 s). The main thread blocks in MPI with the GIL
-   released, so the watchdog runs while it waits.
+   arrived" the participants whose counter is behind this rank's. A peer's
+   watchdog answers at its next wake-up, so the question waits two wake-up
+   periods plus 0.5 s (``answer_wait_s``); a peer still silent is named as such,
+   never as "none behind". Only participants are asked about: a dedicated
+   parameter server, which makes no calls, is not "not arrived". The main
+   thread blocks in MPI with the GIL released, so the watchdog runs while it waits.
 3. Asking peers needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default); at a lower
    level the warning says the missing ranks cannot be asked.
 
@@ -44,8 +48,18 @@ from mpicomm.core import tags
 __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait"]
 
 _TAG_ASK, _TAG_ANSWER = tags.STALL_ASK, tags.STALL_ANSWER
-_ANSWER_WAIT_S = 1.0
 _LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
+
+
+def poll_s(warn: float, abort: float | None) -> float:
+    """Seconds between the watchdog's wake-ups: a quarter of the first deadline, 50 ms to 1 s."""
+    first = min(t for t in (warn or None, abort or None, 60.0) if t is not None)
+    return max(0.05, min(1.0, first / 4))
+
+
+def answer_wait_s(warn: float, abort: float | None) -> float:
+    """How long a question waits for peers: two of their wake-up periods, plus 0.5 s."""
+    return 2 * poll_s(warn, abort) + 0.5
 
 
 def settings(environ: Any = os.environ) -> tuple[float, float | None]:
@@ -142,21 +156,28 @@ class Channel:
                 return "none (one rank)"
             return "unknown (MPI thread level below multiple: peers cannot be asked)"
         side, me, call = self.side, self.rank, self.call
-        peers = [r for r in range(self.size) if r != me]
+        peers = [r for r in self.participants if r != me]
         answers = np.full((self.size, 3), np.nan)
         ask = np.array([call], dtype=np.float64)
         reqs = [side.Irecv(answers[r], r, _TAG_ANSWER) for r in peers]
         sends = [side.Isend(ask, r, _TAG_ASK) for r in peers]
-        deadline = time.monotonic() + _ANSWER_WAIT_S
+        wait = answer_wait_s(_state.warn_s, _state.abort_s)
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline and not MPI.Request.Testall(reqs):
             _answer_all()  # a peer may be asking us at the same moment
             time.sleep(0.01)
         MPI.Request.Testall(sends)
-        behind = [r for r in peers if r in self.participants and answers[r, 0] < call]
+        behind = [r for r in peers if answers[r, 0] < call]
         silent = [r for r in peers if np.isnan(answers[r, 0])]
-        text = ", ".join(map(str, behind)) or "none behind"
+        if behind:
+            text = ", ".join(map(str, behind))
+        elif silent:
+            text = "unknown"
+        else:
+            text = "none behind"
         if silent:
-            text += f" (no answer from {', '.join(map(str, silent))})"
+            text += (f" (rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} "
+                     f"did not answer within {wait:.1f} s)")
         for r in behind:
             text += f"; rank {r} is at call {int(answers[r, 0])}"
         return text
@@ -194,7 +215,8 @@ def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
     """
     warn, abort = settings()
     size, rank = comm.Get_size(), comm.Get_rank()
-    ask_ok = size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE and bool(warn)
+    watch = bool(warn) or bool(abort)
+    ask_ok = size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE and watch
     side = comm.Dup() if ask_ok else None
     ch = Channel(side, list(range(size)) if participants is None else list(participants),
                  rank, size)
@@ -202,7 +224,7 @@ def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
         _state.warn_s, _state.abort_s = warn, abort
         if side is not None:
             _state.channels.append(ch)
-        if warn and _state.thread is None:
+        if watch and _state.thread is None:
             _state.thread = threading.Thread(target=_watch, name="mpicomm-stall", daemon=True)
             _state.thread.start()
     return ch
@@ -217,17 +239,17 @@ def _answer_all() -> None:
 def _watch() -> None:
     while True:
         warn, abort = _state.warn_s, _state.abort_s
-        time.sleep(max(0.05, min(1.0, (warn or 60.0) / 4)))
+        time.sleep(poll_s(warn, abort))
         _answer_all()
         ch = _state.current
         t = ch.t_enter if ch is not None else None
-        if t is None or not warn:
+        if t is None:
             continue
         waited = time.perf_counter() - t
-        if waited > warn and ch.warned != ch.call:
+        if warn and waited > warn and ch.warned != ch.call:
             ch.warned = ch.call
             _say(ch, waited, "warning")
-        if abort is not None and waited > abort and ch.t_enter == t:
+        if abort and waited > abort and ch.t_enter == t:
             _say(ch, waited, "abort")
             time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
             MPI.COMM_WORLD.Abort(1)

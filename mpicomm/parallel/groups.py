@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from mpicomm.codecs import make_reducer
+from mpicomm.reducers import make_reducer
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.topology import node_map
 from mpicomm.p2p import Traffic, make_transport

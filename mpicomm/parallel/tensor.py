@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock
+from mpicomm.core import clock, tags
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
     chunk_bounds,
@@ -82,9 +82,9 @@ class _RingSum:
         largest = max(bounds[i + 1] - bounds[i] for i in range(len(self.ring)))
         piece = max(PIECE_BYTES // flat.itemsize, 1)
         scratch = piece_scratch(self._store, flat, min(largest, piece))
-        ring_reduce_scatter(self.p2p, self.ring, self.pos, flat, bounds, scratch, tag=3,
+        ring_reduce_scatter(self.p2p, self.ring, self.pos, flat, bounds, scratch, tag=tags.TP_RS,
                             largest=largest)
-        ring_allgather(self.p2p, self.ring, self.pos, flat, bounds, tag=4)
+        ring_allgather(self.p2p, self.ring, self.pos, flat, bounds, tag=tags.TP_AG)
         self.seconds += clock.now() - t0
 
 

@@ -6,10 +6,13 @@ A new strategy is one file defining a ``Reducer`` subclass and one line in
 
 from __future__ import annotations
 
+import zlib
+
+import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.options import ReducerOptions
+from mpicomm.core.options import ReducerOptions, parse_compress
 from mpicomm.reducers.auto import AutoReducer
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.hierarchical import HierarchicalReducer
@@ -44,20 +47,48 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     Args:
         name: one of ``strategies()``.
         comm: communicator to reduce over (default ``MPI.COMM_WORLD``).
-        **options: ``ReducerOptions`` fields; every strategy accepts all of
-            them and ignores those it does not use. Unknown names are an error.
+        **options: ``ReducerOptions`` fields, ``compress`` included (``"none"``,
+            ``"fp16"``, ``"int8"``, ``"topk:RATIO"``, ``"topk:RATIO:noef"``); every
+            strategy accepts all of them and ignores those it does not use. Unknown
+            names, and a codec the strategy cannot run, are refused before any message.
             ``"ring"`` with ``channels`` > 1 builds the multi-channel ring.
 
+    Every rank must ask for the same strategy and options: one small Allgather of
+    a hash of (name, options) checks it, and every rank raises ``ConfigError``
+    naming both strategies otherwise (a mixed job would hang or sum garbage).
+
     Returns:
-        A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean")`` works in place.
+        A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean", key=None)`` works in place.
     """
     cls = REDUCERS.get(name)
     if cls is None:
         raise ConfigError(f"unknown strategy {name!r}; valid strategies: {', '.join(REDUCERS)}")
     opts = ReducerOptions.from_kwargs(f"make_reducer({name!r})", **options)
-    if opts.compress != "none":  # the codecs layer sits above: it wraps what this builds
-        raise ConfigError(f"compress={opts.compress!r}: compressed reducers are built by "
-                          f"mpicomm.make_reducer (mpicomm.codecs.make_reducer)")
+    kind = parse_compress(opts.compress)[0]
+    cls.check_compress(opts, [n for n, c in REDUCERS.items() if kind in c.compressions])
     if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
         cls = MultiRingReducer
-    return cls(comm, opts)
+    base = MPI.COMM_WORLD if comm is None else comm
+    check_same_request(base, name, opts)
+    return cls(base, opts)
+
+
+def check_same_request(comm: MPI.Comm, name: str, opts: ReducerOptions) -> None:
+    """Raise ``ConfigError`` on every rank unless all ranks of ``comm`` asked for ``name``
+    with ``opts`` (one Allgather of (strategy index, hash of the options))."""
+    if comm.Get_size() == 1:
+        return
+    names = list(REDUCERS)
+    mine = np.array([names.index(name), zlib.crc32(repr(opts).encode())], dtype=np.int64)
+    every = np.empty((comm.Get_size(), 2), dtype=np.int64)
+    comm.Allgather(mine, every)
+    if (every == every[0]).all():
+        return
+    me = comm.Get_rank()
+    other = next(r for r in range(len(every)) if (every[r] != mine).any())
+    theirs = names[int(every[other, 0])]
+    if theirs != name:
+        raise ConfigError(f"make_reducer: rank {me} asked for strategy {name!r}, rank {other} "
+                          f"for {theirs!r}: every rank must use the same strategy")
+    raise ConfigError(f"make_reducer({name!r}): rank {me} and rank {other} asked for different "
+                      f"options (rank {me}: {opts}): every rank must pass the same options")

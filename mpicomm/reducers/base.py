@@ -10,15 +10,25 @@ every message through ``self.p2p`` (a ``mpicomm.p2p.Transport`` over the private
 communicator and the node map), which counts the bytes into ``self.stats`` and
 applies emulated links. ``Reducer.allreduce`` does the rest:
 
-1. check the buffer (array type, dtype, contiguity) — before any message;
-2. on every call (``validate=True``, the default) — or only on the reducer's
-   first call (``validate=False``) — gather (length, dtype, op) from every rank
-   and raise the same clear error on every rank if they differ (one small
-   Allgather). The rule depends on the call count alone, never on what a rank
-   has seen, so every rank takes the same decision and the check cannot hang;
-3. CuPy buffers: synchronise the stream and pass device memory (CUDA-aware MPI)
-   or stage through a reused pinned host buffer;
-4. time the call into ``self.stats`` (the transport has counted the bytes).
+1. refuse a second concurrent call (another thread, or any thread but the
+   owner's while an ``AsyncReducer`` owns the reducer): a ``RuntimeError``, never
+   a wrong sum (a non-blocking lock, ~0.1 µs);
+2. check the buffer (array type, dtype, contiguity) — before any message;
+3. gather (length, dtype, op) from every rank and raise the same clear error on
+   every rank if they differ (one small Allgather) — once per distinct layout
+   (length, dtype, op) this reducer has seen, as DDP checks its buckets once at
+   construction; on every call with ``validate=True`` (or ``MPICOMM_VALIDATE=1``).
+   Ranks that call the same sequence of layouts take the same decisions. A rank
+   that diverges onto a layout the others have seen before is not caught by the
+   layout cache (they skip the check while it waits in it): ``validate=True``
+   catches that too, and the stall inspector names the ranks;
+4. CuPy buffers: synchronise the stream and pass device memory (CUDA-aware MPI)
+   or stage through a reused pinned host buffer (always, when compressing: the
+   codecs are NumPy);
+5. compression (``compress``): a quantising codec is the algorithm's ``wire``
+   (``mpicomm.codecs.Wire``, None for plain messages); top-k runs the strategy's
+   sparse gather (``_sparse``) with the error-feedback residual of ``key``;
+6. time the call into ``self.stats`` (the transport has counted the bytes).
 
 Lifecycle: a reducer is a context manager (``with make_reducer(...) as r:``);
 ``close()`` releases it, a second ``close()`` does nothing, and a call after
@@ -29,11 +39,13 @@ composes its two algorithms).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.codecs import ErrorFeedback, Wire, make_codec
 from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import (
     HostStage,
@@ -44,12 +56,15 @@ from mpicomm.core.backend import (
     sync_device,
 )
 from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
-from mpicomm.core.options import ReducerOptions
+from mpicomm.core.errors import ConfigError
+from mpicomm.core.options import ReducerOptions, parse_compress
 from mpicomm.core.topology import node_map
 from mpicomm.p2p import Transport, make_transport, stall
 from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
+
+_CHAR_CODES = {dt.char: code for dt, code in DTYPE_CODES.items()}  # dtype.char: cheap to hash
 
 
 class MismatchError(ValueError):
@@ -78,11 +93,27 @@ class Reducer:
     name = "base"
 
     can_emulate = True  # hand-written strategies send through the transport
+    # compress kinds the strategy's steps implement (``wire`` for fp16/int8, ``_sparse``
+    # for topk); the others are refused before any message, with ``why_not`` as reason
+    compressions: tuple[str, ...] = ()
+    why_not = "not implemented for it"
+
+    @classmethod
+    def check_compress(cls, options: ReducerOptions, able: list[str] | None = None) -> None:
+        """Raise ``ConfigError`` unless this strategy can run ``options.compress``.
+
+        ``able``: the strategies that can (``make_reducer`` passes the registry's)."""
+        kind = parse_compress(options.compress)[0]
+        if kind != "none" and kind not in cls.compressions:
+            also = f"; strategies supporting {kind}: {', '.join(able)}" if able else ""
+            raise ConfigError(f"compress={options.compress!r} is not available with strategy "
+                              f"{cls.name!r} ({cls.why_not}){also}")
 
     def __init__(self, comm: MPI.Comm | None, options: ReducerOptions, *,
                  transport: Transport | None = None) -> None:
         """``transport``: share another reducer's transport, communicator and stats
         (``auto`` builds its two algorithms so); the owner closes them."""
+        self.check_compress(options)
         self.options = options
         self._closed = False
         self._owns_comm = transport is None
@@ -103,7 +134,15 @@ class Reducer:
         self.worker_rank: int | None = self.rank
         self.num_workers = self.size
         self._agree_comm = self.comm  # who must agree on (length, dtype, op)
-        self._checked_once = False  # validate=False: only the first call is checked
+        self._checked: set[tuple[int, int, int]] = set()  # layouts agreed on (step 3)
+        self._lock = threading.Lock()  # step 1
+        self.owner: int | None = None  # thread id of an AsyncReducer that owns this reducer
+        codec = make_codec(options.compress)
+        self.wire: Wire | None = codec if isinstance(codec, Wire) else None
+        self.feedback: ErrorFeedback | None = codec if isinstance(codec, ErrorFeedback) else None
+        self.compress = options.compress
+        self._plain = self.wire is None and self.feedback is None
+        self._validate = options.validate
         self._stage: HostStage | None = None
         self._cuda_aware: bool | None = None  # decided at the first CuPy call, then kept
         self._key = np.zeros(3, dtype=np.int64)
@@ -111,12 +150,14 @@ class Reducer:
         self.stall_channel = stall.attach(self.comm) if self._owns_comm else None  # collective
 
     # ---------------------------------------------------------------- public
-    def allreduce(self, buf: Any, op: str = "sum") -> Any:
+    def allreduce(self, buf: Any, op: str = "sum", *, key: Any = None) -> Any:
         """Reduce ``buf`` in place across all workers and return it.
 
         Args:
             buf: contiguous float32/float64 NumPy or CuPy array (any shape).
             op: ``"sum"`` or ``"mean"`` (sum divided by the number of workers).
+            key: the bucket's id (the engine passes ``bucket.index``): top-k keeps
+                its error-feedback residual per key. None: the buffer's layout.
 
         Returns:
             ``buf``, now holding the reduction.
@@ -124,44 +165,81 @@ class Reducer:
         t0 = clock.now()
         if self._closed:
             raise RuntimeError(f"{self.name}: this reducer is closed")
+        if self.owner is not None and self.owner != threading.get_ident():
+            raise RuntimeError(f"{self.name}: this reducer belongs to an AsyncReducer; call "
+                               "its allreduce_async (two callers would interleave messages)")
+        lock = self._lock
+        if not lock.acquire(False):
+            raise RuntimeError(f"{self.name}: allreduce called while another call is running "
+                               "(from another thread): one reducer serves one caller at a time")
         ch = self.stall_channel
-        if ch is None:
-            return self._checked_allreduce(buf, op, t0)
-        call = ch.begin(self.name, t0)
+        call = 0.0 if ch is None else ch.begin(self.name, t0)
         try:
-            return self._checked_allreduce(buf, op, t0)
+            self._checked_allreduce(buf, op, key)
+            t1 = clock.now()
+            self.stats.add(t1 - t0)
         finally:
-            ch.end(call)
+            if ch is not None:
+                ch.end(call)
+            lock.release()
+        return buf
 
-    def _checked_allreduce(self, buf: Any, op: str, t0: float) -> Any:
+    def _checked_allreduce(self, buf: Any, op: str, key: Any) -> None:
         if not self.is_worker:
             raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
         # fast path: a writable, C-contiguous float NumPy array (the training loop's case)
         on_host = type(buf) is np.ndarray
-        if not (
-            on_host
-            and buf.dtype in DTYPE_CODES
-            and buf.flags.c_contiguous
-            and buf.flags.writeable
-        ):
+        code = _CHAR_CODES.get(buf.dtype.char) if on_host else None
+        if code is None or not (flags := buf.flags).c_contiguous or not flags.writeable:
             check_buffer(buf, self.name)  # raises with the reason, or it is fine after all
             on_host = not is_device_array(buf)
+            code = DTYPE_CODES[buf.dtype]
         opcode = OPS.get(op)
         if opcode is None:
             raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
         flat = buf if buf.ndim == 1 else flat_view(buf)
-        key = (flat.size, DTYPE_CODES[flat.dtype], opcode)
-        if self.options.validate or not self._checked_once:
-            self._check_agreement(key)
-            self._checked_once = True
+        layout = (flat.size, code, opcode)
+        if self._validate or layout not in self._checked:
+            self._check_agreement(layout)
+            self._checked.add(layout)
         scale = None if opcode == OP_SUM or self.num_workers == 1 else 1.0 / self.num_workers
         with nvtx.range(self.name):  # Nsight: one range per collective (train --nvtx)
-            if on_host:
-                self._allreduce(flat, scale)
+            if self._plain:  # the algorithm as written
+                if on_host:
+                    self._allreduce(flat, scale)
+                else:
+                    self._allreduce_device(flat, scale)
             else:
-                self._allreduce_device(flat, scale)
-        self.stats.add(clock.now() - t0)
-        return buf
+                self._compressed(flat, scale, key, on_host)
+
+    def _compressed(self, flat: Any, scale: float | None, key: Any, on_host: bool) -> None:
+        """Step 5 (NumPy codecs: device buffers are staged through host memory)."""
+        host = flat
+        if not on_host:
+            if self._stage is None:
+                self._stage = HostStage()
+            host = self._stage.to_host(flat)
+        if self.feedback is not None:
+            name = f"n{host.size}:{host.dtype.char}" if key is None else str(key)
+            self._sparse(host, scale, self.feedback.residual(name, host.size, host.dtype))
+        else:
+            if scale is not None:  # before the first step: no partial sum outgrows an input
+                host *= scale
+            self._allreduce(host, None)
+        if not on_host:
+            self._stage.to_device(host, flat)
+
+    def codec_state(self) -> dict[str, np.ndarray]:
+        """Return the codec's state to checkpoint: top-k residuals by bucket key ({} otherwise)."""
+        return {} if self.feedback is None else self.feedback.state()
+
+    def load_codec_state(self, state: dict[str, np.ndarray]) -> None:
+        """Restore what ``codec_state`` returned (the residuals of a checkpoint)."""
+        if self.feedback is not None:
+            self.feedback.load_state(state)
+        elif state:
+            raise ValueError(f"{self.name}: compress={self.compress!r} keeps no codec state, "
+                             f"but {len(state)} residuals were given")
 
     def allreduce_flat(self, flat: Any, scale: float | None = None) -> None:
         """Run the algorithm alone on ``flat``: a checked, 1-D, writable host (or CUDA-aware
@@ -185,6 +263,8 @@ class Reducer:
         if self._closed:
             return
         self._closed = True
+        if self.feedback is not None:
+            self.feedback.clear()
         self._release()
         if self.stall_channel is not None:
             self.stall_channel.close()
@@ -207,10 +287,17 @@ class Reducer:
              "emulated": self.p2p.emulated}
         if self.p2p.emulated:
             d.update({k: v for k, v in self.p2p.describe().items() if k.endswith("_link")})
+        if self.compress != "none":
+            d["compress"] = self.compress
         return d
 
     # ----------------------------------------------------------- subclasses
     def _allreduce(self, flat: Any, scale: float | None) -> None:
+        raise NotImplementedError
+
+    def _sparse(self, flat: Any, scale: float | None, residual: Any) -> None:
+        """Top-k: encode with ``self.feedback`` (``residual``: None without feedback), gather
+        the pairs, sum them into ``flat``, scale; strategies in ``compressions`` override."""
         raise NotImplementedError
 
     def _release(self) -> None:

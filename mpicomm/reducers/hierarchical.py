@@ -37,6 +37,18 @@ variant="leader" (the classic form, as in Horovod's hierarchical allreduce):
 
    Simpler, but only one rank per node drives the network, with all n bytes.
 
+Compressed (``compress``): fp16/int8 (variant reduce_scatter) are the steps'
+``wire``: the input is scaled by 1/p first (op="mean"), every ring step of
+1, 2 and 4 sends encoded (re-quantised per hop), and the step-4 allgather
+encodes segment l once per virtual segment (so nodes of different sizes round
+the same values alike and every rank ends bitwise equal). Bytes sent per rank:
+2·(L-1)/L·n·b + 2·(m-1)/m·(n/L)·b (b bytes a value on the wire); a value is
+rounded at most (L-1) + (m-1) + 2 ≤ p + 1 times:
+fp16 |err| ≤ (p+1)·2^-11·Σ_r|x_r|; int8 |err| ≤ ((p+1)/2)·max scale.
+The leader variant cannot quantise (its node reduce is MPI's). top-k (both
+variants): pairs gathered in each node, between leaders, then handed down
+(``_sparse``).
+
 Bytes counted (by the transport): point-to-point payloads exactly; the leader
 variant's MPI Reduce/Bcast as a flat one (each non-leader sends, then receives,
 n bytes; the leader receives, then sends, (L-1)·n), since MPI does not report
@@ -53,6 +65,8 @@ import numpy as np
 
 from mpicomm.core import tags
 from mpicomm.core.backend import sync_device
+from mpicomm.core.errors import ConfigError
+from mpicomm.core.options import parse_compress
 from mpicomm.core.topology import Topology
 from mpicomm.reducers.base import Reducer
 from mpicomm.reducers.ring import (
@@ -62,10 +76,13 @@ from mpicomm.reducers.ring import (
     ring_allgather,
     ring_reduce_scatter,
 )
+from mpicomm.reducers.sparse import SlotBuffer, add_slots
 
 __all__ = ["HierarchicalReducer"]
 
 _TAG_INTRA_RS, _TAG_INTRA_AG, _TAG_INTER = tags.HIER_INTRA_RS, tags.HIER_INTRA_AG, tags.HIER_INTER
+_TAG_TOPK_INTRA, _TAG_TOPK_LEADERS, _TAG_TOPK_DOWN = (tags.HIER_TOPK_INTRA, tags.HIER_TOPK_LEADERS,
+                                                      tags.HIER_TOPK_DOWN)
 
 
 class _Plan:
@@ -109,6 +126,14 @@ class HierarchicalReducer(Reducer):
     """Two-level AllReduce over real or simulated nodes (see module docstring)."""
 
     name = "hierarchical"
+    compressions = ("fp16", "int8", "topk")
+
+    @classmethod
+    def check_compress(cls, options, able=None) -> None:
+        super().check_compress(options, able)
+        if options.variant == "leader" and parse_compress(options.compress)[0] in ("fp16", "int8"):
+            raise ConfigError(f"compress={options.compress!r}: hierarchical variant 'leader' "
+                              f"reduces with MPI's Reduce/Bcast; use variant 'reduce_scatter'")
 
     def __init__(self, comm, options, **kw) -> None:
         super().__init__(comm, options, **kw)
@@ -116,6 +141,12 @@ class HierarchicalReducer(Reducer):
         self.variant = options.variant
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module -> one piece of scratch
+        self._slots = SlotBuffer()  # top-k: p messages, in node order
+        order = [r for node in self.topology.nodes for r in node]
+        self._slot_of = order.index(self.rank)
+        self._node_start = [0]
+        for node in self.topology.nodes:
+            self._node_start.append(self._node_start[-1] + len(node))
 
     def describe(self) -> dict:
         d = super().describe()
@@ -141,26 +172,76 @@ class HierarchicalReducer(Reducer):
         return self._two_d(flat, scale, plan)
 
     def _two_d(self, flat, scale, plan: _Plan) -> None:
-        topo, p2p = self.topology, self.p2p
+        topo, p2p, wire = self.topology, self.p2p, self.wire
         node = topo.nodes[topo.node_id]
         l = topo.local_rank  # noqa: E741 - the textbook's name
         # 1. intra-node reduce-scatter: local rank l holds the node sum of segment l
-        ring_reduce_scatter(p2p, node, l, flat, plan.node_bounds, plan.scratch, tag=_TAG_INTRA_RS)
+        ring_reduce_scatter(p2p, node, l, flat, plan.node_bounds, plan.scratch, tag=_TAG_INTRA_RS,
+                            wire=wire)
         # 2. inter-node ring allreduce of each owned virtual segment
         for v, lo, hi, members, sub in plan.rings:
             seg = flat[lo:hi]
             j = topo.node_id
             tag = _TAG_INTER + v
-            ring_reduce_scatter(p2p, members, j, seg, sub, plan.scratch, tag=tag)
-            ring_allgather(p2p, members, j, seg, sub, tag=tag)
+            ring_reduce_scatter(p2p, members, j, seg, sub, plan.scratch, tag=tag, wire=wire)
+            ring_allgather(p2p, members, j, seg, sub, tag=tag, wire=wire)
         # 3. mean: scale the owned segment once
         if scale is not None:
             own = flat[plan.node_bounds[l] : plan.node_bounds[l + 1]]
             own *= scale
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
-        # 4. intra-node allgather
-        ring_allgather(p2p, node, l, flat, plan.node_bounds, tag=_TAG_INTRA_AG)
+        # 4. intra-node allgather (a wire encodes per virtual segment: see the module doc)
+        parts = None if wire is None else self._parts(plan, len(node))
+        ring_allgather(p2p, node, l, flat, plan.node_bounds, tag=_TAG_INTRA_AG, wire=wire,
+                       parts=parts)
+
+    @staticmethod
+    def _parts(plan: _Plan, local_size: int) -> list[list[tuple[int, int]]]:
+        """Each local rank's owned virtual segments, as (lo, hi) ranges (cached on the plan)."""
+        parts = getattr(plan, "codec_parts", None)
+        if parts is None:
+            vb, nb = plan.vbounds, plan.node_bounds
+            parts = [[(vb[v], vb[v + 1]) for v in range(len(vb) - 1)
+                      if nb[i] <= vb[v] < nb[i + 1]] for i in range(local_size)]
+            plan.codec_parts = parts
+        return parts
+
+    def _sparse(self, flat, scale, residual) -> None:
+        """top-k: pairs gathered inside each node, between node leaders, then handed down.
+
+        m nodes (node j of L_j ranks), k pairs of (4 + w) bytes per rank; the message
+        buffer holds p slots in node order.
+
+        1. encode this rank's top-k of x + residual into its slot;
+        2. intra-node ring allgather of the node's L_j slots;
+        3. node leaders: ring allgather of the m node blocks;
+        4. each leader sends the other nodes' blocks (at most two messages) to its node;
+        5. sum all p slots in slot order (bitwise equal on every rank); mean scales.
+
+            T = (L-1)·(α_intra + P·β_intra) + (m-1)·α_inter + (p - L)·P·β_inter
+              + (L-1)·(α_intra + (p - L)·P·β_intra) + p·k·γ      (P = k·(4 + w), L = max L_j)
+
+        Inter-node bytes: each leader (p - L)·P, instead of (p-1)·P from every rank.
+        """
+        topo, p2p, ef, p = self.topology, self.p2p, self.feedback, self.size
+        k = ef.codec.k_of(flat.size)
+        nb = ef.codec.pair_bytes(k, flat.itemsize)
+        buf = self._slots.reserve(p, nb)
+        j, node = topo.node_id, topo.nodes[topo.node_id]
+        lo, hi = self._node_start[j] * nb, self._node_start[j + 1] * nb
+        me = self._slot_of
+        ef.encode(flat, buf[me * nb : (me + 1) * nb], residual)  # 1.
+        ring_allgather(p2p, node, topo.local_rank, buf[lo:hi],  # 2.
+                       [s * nb for s in range(len(node) + 1)], tag=_TAG_TOPK_INTRA)
+        rest = [part for part in (buf[:lo], buf[hi:]) if part.size]
+        if topo.is_leader:  # 3.-4.
+            ring_allgather(p2p, topo.leader_ranks, j, buf, [s * nb for s in self._node_start],
+                           tag=_TAG_TOPK_LEADERS)
+            p2p.waitall([p2p.isend(part, r, _TAG_TOPK_DOWN) for r in node[1:] for part in rest])
+        else:
+            p2p.waitall([p2p.irecv(part, node[0], _TAG_TOPK_DOWN) for part in rest])
+        add_slots(buf, p, nb, k, ef.codec, flat, scale)  # 5.
 
     def _leader(self, flat, scale, plan: _Plan) -> None:
         from mpi4py import MPI

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.costmodel.algos import channel_rings
 from mpicomm.reducers.base import Reducer
@@ -58,7 +59,7 @@ from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
 
 __all__ = ["MultiRingReducer"]
 
-_TAG = 60  # channel c: reduce-scatter tag 60 + 2c, allgather 61 + 2c
+_TAG = tags.MULTIRING  # channel c: reduce-scatter on _TAG + 2c, allgather on _TAG + 2c + 1
 
 
 class _Plan:

@@ -29,6 +29,7 @@ class NativeReducer(Reducer):
 
     name = "native"
     can_emulate = False
+    why_not = "MPI's Allreduce has no fp16, int8 or sparse sum"
 
     def __init__(self, comm, options, **kw) -> None:
         super().__init__(comm, options, **kw)

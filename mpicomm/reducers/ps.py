@@ -24,10 +24,20 @@ Placement:
   (command, length, dtype, op), so a server checks on every call that all
   workers agree and learns when they are done.
 
+Compressed (colocated only; ``dedicated=True`` servers speak float32): fp16/int8
+are the steps' ``wire``: each worker pushes range s whole and encoded (the input
+scaled by 1/W first for op="mean"); server s decodes and adds every push in the
+buffer's dtype (no re-quantised partial sums), encodes the sum once, rounds its
+own copy to it (``seal``) and sends it encoded; workers decode it into place.
+Each input is rounded once, the sum once: fp16 |err| ≤ 2^-11·(Σ_r|x_r| + |Σ_r x_r|)
+·(1 + 2^-11); int8 |err| ≤ Σ_r scale(x_r)/2 + scale(sum)/2. top-k pushes sparse
+pairs per range and pulls the sum back sparse (``_sparse``).
+
 Cost, for S servers each owning n/S bytes (W pushes into each server link):
 
     T_ps ≈ 2(W-1)·α + 2·(W-1)·(n/S)·β + (W-1)·(n/S)·γ   (colocated; W instead of W-1
                                                          when dedicated)
+    compressed (b bytes a value): 2(W-1)·α + 2·(W-1)·(n/S)·b·β + (W-1)·(n/S)·(γ + ε) + 2·n·ε
 
 (Colocated pushes travel in ⌈(n/S)/PIECE_BYTES⌉ rounds, each ending in a
 ``Waitall``: that many extra α, negligible next to a 1 MiB piece's transfer.)
@@ -54,10 +64,12 @@ from mpicomm.core.codes import CODE_DTYPES, DTYPE_CODES, DTYPE_NAMES, OP_MEAN, O
 from mpicomm.core.errors import ConfigError
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
+from mpicomm.reducers.sparse import SlotBuffer
 
 __all__ = ["ParameterServerReducer"]
 
-_TAG_HEADER, _TAG_PUSH, _TAG_PULL = tags.PS_HEADER, tags.PS_PUSH, tags.PS_PULL
+_TAG_HEADER, _TAG_PUSH, _TAG_PULL, _TAG_COUNT = (tags.PS_HEADER, tags.PS_PUSH, tags.PS_PULL,
+                                                 tags.PS_COUNT)
 _CMD_REDUCE, _CMD_CLOSE = 1, 2
 
 
@@ -98,6 +110,15 @@ class ParameterServerReducer(Reducer):
     """Parameter-server AllReduce with S sharded servers, colocated or dedicated."""
 
     name = "ps"
+    compressions = ("fp16", "int8", "topk")
+
+    @classmethod
+    def check_compress(cls, options, able=None) -> None:
+        super().check_compress(options, able)
+        if options.dedicated and options.compress != "none":
+            raise ConfigError(f"compress={options.compress!r}: ps with dedicated servers is not "
+                              f"supported (their serve() loop speaks float32); use colocated "
+                              f"servers (dedicated=False) or strategy ring/hierarchical")
 
     def __init__(self, comm, options, **kw) -> None:
         # placement is checked before super() duplicates the communicator: no message yet
@@ -121,6 +142,8 @@ class ParameterServerReducer(Reducer):
         self.is_worker = self.rank in self.workers
         self.num_workers = len(self.workers)
         self.worker_rank = self.workers.index(self.rank) if self.is_worker else None
+        if self.stall_channel is not None:  # a dedicated server makes no calls: never "behind"
+            self.stall_channel.participants = list(self.workers)
         if self.dedicated:
             # first-use agreement among workers only; servers check headers per call
             color = 0 if self.is_worker else MPI.UNDEFINED
@@ -129,6 +152,8 @@ class ParameterServerReducer(Reducer):
         self._plans: dict[tuple, _Plan] = {}
         self._rows: dict = {}  # array module -> colocated receive rows, senders x one piece
         self._others = [w for w in self.workers if w != self.rank]  # peers of a server
+        self._sp_push, self._sp_rows, self._sp_pulls = SlotBuffer(), SlotBuffer(), SlotBuffer()
+        self._sp_counts = np.zeros(S, dtype=np.int64)  # top-k: pairs each server sends back
         self._header = np.zeros(4, dtype=np.int64)
 
     def describe(self) -> dict:
@@ -151,48 +176,130 @@ class ParameterServerReducer(Reducer):
     def _allreduce(self, flat, scale):
         if self.dedicated:
             return self._worker_call(flat, scale)
-        p2p, me = self.p2p, self.rank
+        p2p, me, wire = self.p2p, self.rank, self.wire
         plan = self._plan(flat.size, flat.dtype, array_module(flat))
         b = plan.bounds
         others = self._others
         lo_me = b[self.shard] if self.shard is not None else 0
         hi_me = b[self.shard + 1] if self.shard is not None else 0
         # 1-3. push and sum piece by piece (the count comes from the largest range, so
-        # every rank agrees); each received piece is added while still in cache
-        piece = plan.piece
+        # every rank agrees); each received piece is added while still in cache.
+        # A wire pushes each range whole, encoded, and the server adds the decoded pushes.
+        piece = plan.piece if wire is None else max(plan.largest, 1)
+        if wire is not None:
+            def nb(m: int) -> int:
+                return wire.nbytes(m, flat.dtype)
         for off in range(0, max(plan.largest, 1), piece):
             reqs = []
             if self.shard is not None:  # server: receive this piece from every other worker
                 m = max(min(hi_me - lo_me - off, piece), 0)
                 for i, w in enumerate(others):
-                    reqs.append(p2p.irecv(plan.rows[i, :m], w, _TAG_PUSH))
+                    row = plan.rows[i, :m] if wire is None else wire.slot(i, nb(m))
+                    reqs.append(p2p.irecv(row, w, _TAG_PUSH))
             for s, server in enumerate(self.servers):  # worker: push this piece of range s
                 if server != me:
                     lo = min(b[s] + off, b[s + 1])
                     part = flat[lo : min(lo + piece, b[s + 1])]
-                    reqs.append(p2p.isend(part, server, _TAG_PUSH))
+                    msg = part if wire is None else wire.encode(part, ("push", s))
+                    reqs.append(p2p.isend(msg, server, _TAG_PUSH))
             p2p.waitall(reqs)
             if self.shard is not None and m:
                 mine = flat[lo_me + off : lo_me + off + m]
                 for i in range(len(others)):
-                    np.add(mine, plan.rows[i, :m], out=mine)
+                    if wire is None:
+                        np.add(mine, plan.rows[i, :m], out=mine)
+                    else:
+                        wire.decode_add(wire.slot(i, nb(m)), mine)
                 if not isinstance(flat, np.ndarray):  # the next piece's Irecv reuses rows
                     sync_device(mine)
-        own = flat[lo_me:hi_me]
+        own = send_own = flat[lo_me:hi_me]
         if self.shard is not None:
             if scale is not None:
                 own *= scale
             sync_device(own)
+            if wire is not None:  # the server keeps exactly what the workers decode
+                send_own = wire.seal(own, "pull")
         # 4. pull every other server's range into place; serve own range to all
         pulls = []
         for s, server in enumerate(self.servers):
             if server != me:
                 part = flat[b[s] : b[s + 1]]
-                pulls.append(p2p.irecv(part, server, _TAG_PULL))
+                got = part if wire is None else wire.slot(("pull", s), nb(part.size))
+                pulls.append(p2p.irecv(got, server, _TAG_PULL))
         if self.shard is not None:
             for w in others:
-                pulls.append(p2p.isend(own, w, _TAG_PULL))
+                pulls.append(p2p.isend(send_own, w, _TAG_PULL))
         p2p.waitall(pulls)
+        if wire is not None:
+            for s, server in enumerate(self.servers):
+                if server != me:
+                    part = flat[b[s] : b[s + 1]]
+                    wire.decode(wire.slot(("pull", s), nb(part.size)), part)
+
+    def _sparse(self, flat, scale, residual) -> None:
+        """top-k (colocated): workers push sparse per range, servers pull back the sum, sparse.
+
+        Range s has n_s values; each worker selects k_s = ceil(RATIO·n_s) pairs in it
+        (top-k per range, so every push has a size the server knows).
+
+        1. encode per range s the k_s largest of x + residual (relative indices), push;
+        2. server s zeroes its range and adds the W pushes in worker order; mean scales;
+        3. pull: the server sends its count c of non-zeros (8 bytes), then c ≤ W·k_s pairs;
+        4. each worker zeroes every other range and scatters the pulled pairs into it.
+
+            T ≈ 4(W-1)·α + (W-1)·k_s·P·β (push) + (W-1)·c·P·β (pull) + O(n)   (P = 4 + w)
+            bytes sent per worker ≈ RATIO·n·P + 8·S; per server also (W-1)·(8 + c·P)
+        """
+        p2p, ef, me, sh, S = self.p2p, self.feedback, self.rank, self.shard, len(self.servers)
+        codec = ef.codec
+        b = self._plan(flat.size, flat.dtype, np).bounds
+        ks = [codec.k_of(b[s + 1] - b[s]) for s in range(S)]
+        nbs = [codec.pair_bytes(k, flat.itemsize) for k in ks]
+        slot = max(nbs)
+        push = self._sp_push.reserve(S, slot)  # 1.
+        for s in range(S):
+            ef.encode(flat[b[s] : b[s + 1]], push[s * slot :],
+                      None if residual is None else residual[b[s] : b[s + 1]])
+        W = len(self._others) + 1
+        rows = self._sp_rows.reserve(W, slot)
+        reqs = []
+        if sh is not None:
+            reqs = [p2p.irecv(rows[i * slot : i * slot + nbs[sh]], w, _TAG_PUSH)
+                    for i, w in enumerate(self._others)]
+            rows[(W - 1) * slot : (W - 1) * slot + nbs[sh]] = push[sh * slot : sh * slot + nbs[sh]]
+        reqs += [p2p.isend(push[s * slot : s * slot + nbs[s]], server, _TAG_PUSH)
+                 for s, server in enumerate(self.servers) if server != me]
+        p2p.waitall(reqs)
+        cap = W * slot
+        pulls = self._sp_pulls.reserve(S, cap)
+        counts = self._sp_counts
+        sends = []
+        if sh is not None:  # 2.-3.
+            own = flat[b[sh] : b[sh + 1]]
+            own.fill(0)
+            for i in range(W):
+                codec.decode_add(rows[i * slot :], ks[sh], own)
+            if scale is not None:
+                own *= scale
+            nz = np.flatnonzero(own).astype(np.int32)
+            c = counts[sh] = nz.size
+            msg = pulls[sh * cap :]
+            idx, val = codec.split(msg, c, flat.dtype)
+            idx[:] = nz
+            np.take(own, nz, out=val)
+            sends = [p2p.isend(counts[sh : sh + 1], w, _TAG_COUNT) for w in self._others]
+            sends += [p2p.isend(msg[: codec.pair_bytes(c, flat.itemsize)], w, _TAG_PULL)
+                      for w in self._others]
+        others = [(s, server) for s, server in enumerate(self.servers) if server != me]  # 4.
+        p2p.waitall([p2p.irecv(counts[s : s + 1], server, _TAG_COUNT) for s, server in others])
+        got = [p2p.irecv(pulls[s * cap : s * cap + codec.pair_bytes(int(counts[s]),
+                                                                    flat.itemsize)],
+                         server, _TAG_PULL) for s, server in others]
+        p2p.waitall(got + sends)
+        for s, _ in others:
+            part = flat[b[s] : b[s + 1]]
+            part.fill(0)
+            codec.decode_add(pulls[s * cap :], int(counts[s]), part)
 
     # ------------------------------------------------------------ dedicated
     def _worker_call(self, flat, scale):

@@ -17,9 +17,18 @@ rem = p - pof2, the first 2·rem ranks pair up first (as MPICH does).
 4. Unfold: each odd rank of the first 2·rem sends the result to the even rank
    below it.
 
-Cost, n bytes (α latency, β seconds/byte, γ seconds/byte to reduce):
+Compressed (fp16/int8, the steps' ``wire``): the input is scaled by 1/p first
+(op="mean"); each message is encoded. In a round each partner first rounds its
+own buffer to what it sends (``seal``), then adds the decoded partner's, so both
+compute dec(a) + dec(b) and stay bitwise equal; the unfold sends the sealed
+result (which every rank then rounds alike). A value is rounded lg pof2 + 2 times at most:
+fp16 |err| ≤ (lg p + 2)·2^-11·Σ_r|x_r|; int8 |err| ≤ ((lg p + 2)/2)·max scale.
+
+Cost, n bytes (α latency, β seconds/byte, γ seconds/byte to reduce; compressed:
+n·b bytes on the wire instead of n, b bytes a value, plus ε s/value to encode or decode):
 
     T_rd = lg pof2·(α + n·β + n·γ)  [+ 2·(α + n·β) + n·γ when p is not a power of 2]
+    compressed: lg pof2·(α + n·b·β + n·(γ + 3ε))  [+ 2·(α + n·b·β) + ...]
 
 Only lg p latencies — against 2(p-1) for the ring — but every round moves the
 whole buffer, so the bandwidth term is lg p·n instead of 2·(p-1)/p·n: the right
@@ -76,6 +85,8 @@ class RecursiveDoublingReducer(Reducer):
     """
 
     name = "recursive_doubling"
+    compressions = ("fp16", "int8")
+    why_not = "top-k pairs are gathered, not exchanged: use ring, hierarchical or ps"
 
     def __init__(self, comm, options, **kw) -> None:
         super().__init__(comm, options, **kw)
@@ -97,30 +108,46 @@ class RecursiveDoublingReducer(Reducer):
         return tmp
 
     def _allreduce(self, flat, scale):
-        p2p = self.p2p
+        p2p, wire = self.p2p, self.wire
+        nb = 0 if wire is None else wire.nbytes(flat.size, flat.dtype)
         on_device = not isinstance(flat, np.ndarray)
         # 1. fold: an even rank of the first 2·rem hands its buffer up
         if self._above is not None:
-            p2p.send(flat, self._above, _TAG_FOLD)
+            p2p.send(flat if wire is None else wire.encode(flat, "send"), self._above, _TAG_FOLD)
         elif self._below is not None:
-            tmp = self._tmp(flat)
+            tmp = self._tmp(flat) if wire is None else wire.slot("recv", nb)
             p2p.recv(tmp, self._below, _TAG_FOLD)
-            np.add(flat, tmp, out=flat)
+            if wire is None:
+                np.add(flat, tmp, out=flat)
+            else:
+                wire.decode_add(tmp, flat)
         # 2. lg pof2 rounds: swap the whole buffer with the partner, add
         if self._partners:
-            tmp = self._tmp(flat)
+            tmp = self._tmp(flat) if wire is None else wire.slot("recv", nb)
             for partner in self._partners:
                 if on_device:  # the last add must finish before MPI reads flat
                     sync_device(flat)
-                p2p.sendrecv(flat, partner, tmp, partner, _TAG_EXCHANGE)
-                np.add(flat, tmp, out=flat)
+                if wire is None:
+                    p2p.sendrecv(flat, partner, tmp, partner, _TAG_EXCHANGE)
+                    np.add(flat, tmp, out=flat)
+                else:  # both partners add the same two rounded values
+                    p2p.sendrecv(wire.seal(flat, "send"), partner, tmp, partner, _TAG_EXCHANGE)
+                    wire.decode_add(tmp, flat)
         # 3. mean (a rank that sat out gets the scaled result in step 4)
         if scale is not None and self._above is None:
             np.multiply(flat, scale, out=flat)
         if on_device:
             sync_device(flat)
+        sealed = None
+        if wire is not None and self._above is None and self.size & (self.size - 1):
+            sealed = wire.seal(flat, "send")  # every rank rounds alike what step 4 sends
         # 4. unfold: return the result to the rank that sat out
         if self._above is not None:
-            p2p.recv(flat, self._above, _TAG_UNFOLD)
+            if wire is None:
+                p2p.recv(flat, self._above, _TAG_UNFOLD)
+            else:
+                msg = wire.slot("recv", nb)
+                p2p.recv(msg, self._above, _TAG_UNFOLD)
+                wire.decode(msg, flat)
         elif self._below is not None:
-            p2p.send(flat, self._below, _TAG_UNFOLD)
+            p2p.send(flat if wire is None else sealed, self._below, _TAG_UNFOLD)

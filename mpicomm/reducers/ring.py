@@ -16,9 +16,23 @@ also n < p: some segments are empty).
    right and receives segment (i-1-k) mod p from the left, straight into the
    buffer. After p-1 steps every rank holds every reduced segment.
 
-Cost (α latency, β seconds/byte, γ seconds/byte to reduce):
+Compressed (``compress``): fp16/int8 are the steps' ``wire`` (``mpicomm.codecs.Wire``):
+step 0 scales the input by 1/p (op="mean"); in step 1 each hop encodes the
+partial sum it sends and the receiver decodes and adds it (re-quantised per hop);
+step 2 encodes segment i once and rounds it in place (``seal``); step 3 passes
+the encoded segments on unchanged, each rank decoding each into place — every
+rank ends bitwise equal. top-k gathers every rank's (index, value) pairs round
+the ring instead (``reducers.sparse.ring_topk``).
+
+Cost (α latency, β seconds/byte, γ seconds/byte to reduce; ε s/value to encode
+or decode; b bytes per value on the wire: 4 for float32, 2 for fp16, 1 + 4/64 for int8):
 
     T_ring = 2(p-1)·α + 2·(p-1)/p·n·β + (p-1)/p·n·γ
+    compressed: 2(p-1)·α + 2·(p-1)/p·n·b·β + (p-1)/p·n·(γ + 3ε), bytes sent 2·(p-1)/p·n·b
+
+Error of the compressed ring (inputs x_r after step 0): each partial sum is
+rounded once per hop (p-1 times) and the final sum once (step 2):
+fp16 |err| ≤ p·2^-11·Σ_r|x_r|; int8 |err| ≤ (p/2)·max scale, scale ≤ Σ_r chunk max|x_r|/127.
 
 Each rank sends and receives 2(p-1)/p·n bytes: independent of p, which is why
 the ring scales where a single parameter server does not. With emulated links
@@ -41,6 +55,7 @@ from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.p2p import Transport
 from mpicomm.reducers.base import Reducer
+from mpicomm.reducers.sparse import SlotBuffer, add_slots
 
 __all__ = [
     "RingReducer", "chunk_bounds", "ring_reduce_scatter", "ring_allgather", "PIECE_BYTES",
@@ -99,6 +114,7 @@ def ring_reduce_scatter(
     scratch,
     tag: int = 0,
     largest: int | None = None,
+    wire=None,
 ) -> None:
     """Reduce-scatter ``flat`` over the ranks ``ring`` (this rank is ``ring[pos]``).
 
@@ -106,7 +122,8 @@ def ring_reduce_scatter(
     sum over the ring of segment ``pos``; other segments hold partial sums.
     ``scratch`` must hold min(largest segment, ``PIECE_BYTES``). ``largest`` (the
     largest segment, in items) may be passed to skip recomputing it. Messages go
-    through ``p2p``, which counts them.
+    through ``p2p``, which counts them. ``wire`` (a ``Wire``): each step sends its
+    segment encoded, whole (no pieces), and adds the decoded one it receives.
     """
     q = len(ring)
     if q == 1:
@@ -121,7 +138,9 @@ def ring_reduce_scatter(
         r = (pos - 2 - k) % q
         send = flat[bounds[s] : bounds[s + 1]]
         mine = flat[bounds[r] : bounds[r + 1]]
-        if largest <= piece:
+        if wire is not None:
+            wire.exchange_add(p2p, send, mine, right, left, tag)
+        elif largest <= piece:
             _exchange_add(p2p, send, mine, scratch, right, left, tag, on_device)
         else:  # piece by piece; the count comes from `largest`, so every rank agrees
             for lo in range(0, largest, piece):
@@ -130,21 +149,32 @@ def ring_reduce_scatter(
 
 
 def ring_allgather(
-    p2p: Transport, ring: list[int], pos: int, flat, bounds: list[int], tag: int = 0
+    p2p: Transport, ring: list[int], pos: int, flat, bounds: list[int], tag: int = 0,
+    wire=None, parts: list[list[tuple[int, int]]] | None = None,
 ) -> None:
     """Allgather segments over ``ring``: this rank contributes segment ``pos``.
 
-    Receives land directly in ``flat``.
+    Receives land directly in ``flat``. ``wire``: segment ``pos`` is encoded once
+    and rounded in place (also on a ring of one), the encoded segments travel on
+    unchanged and are decoded into place; ``parts[i]`` (default: segment i whole)
+    are the ranges segment i is encoded in, back to back in one message.
     """
     q = len(ring)
+    if wire is not None:
+        if parts is None:
+            parts = [[(bounds[i], bounds[i + 1])] for i in range(q)]
+        wire.seal_parts(flat, parts[pos])
     if q == 1:
         return
     right, left = ring[(pos + 1) % q], ring[(pos - 1) % q]
     for k in range(q - 1):
         s = (pos - k) % q
         r = (pos - 1 - k) % q
-        p2p.sendrecv(flat[bounds[s] : bounds[s + 1]], right, flat[bounds[r] : bounds[r + 1]],
-                     left, tag)
+        if wire is None:
+            p2p.sendrecv(flat[bounds[s] : bounds[s + 1]], right, flat[bounds[r] : bounds[r + 1]],
+                         left, tag)
+        else:
+            wire.pass_on(p2p, flat, parts[s], parts[r], right, left, tag)
 
 
 class RingReducer(Reducer):
@@ -155,12 +185,14 @@ class RingReducer(Reducer):
     """
 
     name = "ring"
+    compressions = ("fp16", "int8", "topk")
 
     def __init__(self, comm, options, **kw) -> None:
         super().__init__(comm, options, **kw)
         self._ring = list(range(self.size))
         self._plans: dict[tuple, tuple[list[int], object, int]] = {}
         self._store: dict = {}  # array module -> one piece of scratch
+        self._slots = SlotBuffer()  # top-k: p messages
 
     def _plan(self, flat):
         key = (flat.size, flat.dtype.char, type(flat))
@@ -174,18 +206,40 @@ class RingReducer(Reducer):
         return plan
 
     def _allreduce(self, flat, scale):
-        if self.size == 1:
+        wire = self.wire
+        if self.size == 1 and wire is None:
             if scale is not None:
                 flat *= scale
             return
         bounds, scratch, largest = self._plan(flat)
         ring_reduce_scatter(
             self.p2p, self._ring, self.rank, flat, bounds, scratch, tag=tags.RING_RS,
-            largest=largest,
+            largest=largest, wire=wire,
         )
         if scale is not None:
             own = flat[bounds[self.rank] : bounds[self.rank + 1]]
             own *= scale
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
-        ring_allgather(self.p2p, self._ring, self.rank, flat, bounds, tag=tags.RING_AG)
+        ring_allgather(self.p2p, self._ring, self.rank, flat, bounds, tag=tags.RING_AG, wire=wire)
+
+    def _sparse(self, flat, scale, residual):
+        """top-k: every rank's k pairs go round the ring; each rank sums all p messages.
+
+        1. encode: the k = ceil(RATIO·n) largest of x + residual (error feedback);
+        2. ring allgather of the p messages (one ``uint8`` buffer of p slots);
+        3. zero, add the p messages in rank order (bitwise equal everywhere), scale.
+
+            T = (p-1)·α + (p-1)·k·(4 + w)·β + p·k·γ + selection O(n)
+            bytes sent = (p-1)·k·(4 + w)  (w = itemsize; against 2·(p-1)/p·n·w dense)
+
+        Pays off while p·RATIO ≪ 1; the sum of what was sent is exact up to float summation.
+        """
+        p, me, ef = self.size, self.rank, self.feedback
+        k = ef.codec.k_of(flat.size)
+        nb = ef.codec.pair_bytes(k, flat.itemsize)
+        buf = self._slots.reserve(p, nb)
+        ef.encode(flat, buf[me * nb : (me + 1) * nb], residual)  # 1.
+        ring_allgather(self.p2p, self._ring, me, buf, [s * nb for s in range(p + 1)],
+                       tag=tags.RING_SPARSE)  # 2.
+        add_slots(buf, p, nb, k, ef.codec, flat, scale)  # 3.

@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.costmodel.algos import double_binary_tree, tree_chunk_bytes, tree_chunks, tree_depth
 from mpicomm.reducers.base import Reducer
 
 __all__ = ["TreeReducer"]
 
-_TAG_UP, _TAG_DOWN = 70, 72  # + tree index
+_TAG_UP, _TAG_DOWN = tags.TREE_UP, tags.TREE_DOWN  # + tree index
 
 
 class _Plan:

@@ -1,6 +1,6 @@
 """A DistributedDataParallel communication hook that reduces every bucket with mpicomm.
 
-    state = HookState("ring")                    # or "ps", servers=2; "hierarchical"; ...
+    state = HookState("ring")                    # or "ps", servers=2; compress="int8"; ...
     ddp.register_comm_hook(state, comm_hook)
 
 For each bucket, when DDP has all its gradients (during backward, last layers first):
@@ -28,7 +28,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.reducers import make_reducer
+from mpicomm.reducers import make_reducer  # the one factory (mpicomm.make_reducer)
 from mpicomm.torch.tensor import allreduce
 
 __all__ = ["HookState", "comm_hook"]
@@ -42,7 +42,9 @@ class HookState:
         comm: MPI communicator (default ``MPI.COMM_WORLD``); its ranks must be the
             torch.distributed ranks (``init_process_group`` makes them so).
         op: ``"mean"`` (what DDP expects) or ``"sum"``.
-        **options: ``ReducerOptions`` (``servers``, ``ranks_per_node``, ``variant``, ...).
+        **options: ``ReducerOptions`` (``servers``, ``ranks_per_node``, ``variant``,
+            ``compress="fp16" | "int8" | "topk:RATIO"``, ...), through the one public
+            factory ``mpicomm.make_reducer``.
             ``dedicated=True`` is refused: DDP trains on every rank, so parameter
             servers must be colocated with the workers. ``validate`` defaults to False
             here (the ranks' bucket sizes are checked on the reducer's first call only):
@@ -117,8 +119,9 @@ def comm_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future
         raise RuntimeError("mpicomm.torch.comm_hook: the HookState is closed")
     t0 = time.perf_counter()
     buf = bucket.buffer()  # 1.
-    allreduce(buf, state.reducer, op=state.op)  # 2.
-    i = bucket.index()  # 3.
+    i = bucket.index()
+    allreduce(buf, state.reducer, op=state.op, key=i)  # 2. (top-k keeps a residual per bucket)
+    # 3.
     state.bucket_calls[i] = state.bucket_calls.get(i, 0) + 1
     state.bucket_nbytes[i] = buf.numel() * buf.element_size()
     state.bucket_seconds[i] = state.bucket_seconds.get(i, 0.0) + time.perf_counter() - t0

@@ -68,7 +68,8 @@ def as_array(tensor: torch.Tensor, who: str = _WHO) -> Any:
     raise ValueError(f"{who}: tensor is on device {tensor.device}; only cpu and cuda are supported")
 
 
-def allreduce(tensor: torch.Tensor, reducer: Any, op: str = "mean") -> torch.Tensor:
+def allreduce(tensor: torch.Tensor, reducer: Any, op: str = "mean", *,
+              key: Any = None) -> torch.Tensor:
     """Reduce ``tensor`` in place across ``reducer``'s workers and return it.
 
     Args:
@@ -76,12 +77,13 @@ def allreduce(tensor: torch.Tensor, reducer: Any, op: str = "mean") -> torch.Ten
             not requiring grad (a ``.grad``, a ``.detach()``ed parameter, a DDP bucket).
         reducer: an ``mpicomm.make_reducer(...)`` reducer.
         op: ``"mean"`` (default; sum divided by the workers) or ``"sum"``.
+        key: the bucket id for a compressing reducer's error feedback (None: the layout).
 
     Returns:
         ``tensor``, now holding the reduction (same memory, no copy).
     """
     array = as_array(tensor)
-    reducer.allreduce(array, op=op)
+    reducer.allreduce(array, op=op, key=key)
     if tensor.device.type == "cuda":  # the reducer worked on CuPy's stream; torch reads next
         import cupy
 

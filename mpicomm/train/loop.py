@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.codecs import make_reducer
+from mpicomm.reducers import make_reducer
 from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets

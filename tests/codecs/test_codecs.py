@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from mpi_harness import run_mpi, run_script
 
+from mpicomm.codecs.feedback import ErrorFeedback
 from mpicomm.codecs.quantize import CHUNK, Fp16Codec, Int8Codec
 from mpicomm.codecs.topk import TopKCodec
 from mpicomm.core.errors import ConfigError
@@ -22,7 +23,7 @@ def data(n, seed=0):
 
 
 def roundtrip(codec, x):
-    msg = np.empty(codec.wire_bytes(x.size), dtype=np.uint8)
+    msg = np.empty(codec.wire_bytes(x.size, x.dtype), dtype=np.uint8)
     codec.encode(x, msg)
     out = np.empty_like(x)
     codec.decode(msg, out)
@@ -62,7 +63,8 @@ def test_codecs_reuse_their_buffers():
 
 @pytest.mark.parametrize("ef", [True, False])
 def test_topk_error_feedback_bookkeeping_is_exact(ef):
-    codec = TopKCodec(0.05, error_feedback=ef)
+    codec = TopKCodec(0.05)
+    fb = ErrorFeedback(codec, enabled=ef)
     buf = np.empty(1001, dtype=np.float32)
     prev = np.zeros_like(buf)
     for step in range(4):
@@ -70,10 +72,12 @@ def test_topk_error_feedback_bookkeeping_is_exact(ef):
         k = codec.k_of(buf.size)
         msg = np.empty(codec.pair_bytes(k, 4), dtype=np.uint8)
         x = buf.copy()
-        codec.encode(buf, msg)
+        res = fb.residual("bucket", buf.size, buf.dtype)
+        fb.encode(buf, msg, res)
+        assert np.array_equal(buf, x)  # the input is not touched
         sent = np.zeros_like(buf)
         codec.decode_add(msg, k, sent)
-        res = codec.residual(buf)
+        res = np.zeros_like(buf) if res is None else res
         assert np.count_nonzero(sent) <= k == 51
         if ef:  # sent + residual == input + previous residual, bit for bit
             assert np.array_equal(sent + res, x + prev)
@@ -83,6 +87,22 @@ def test_topk_error_feedback_bookkeeping_is_exact(ef):
             top = np.argsort(np.abs(x))[-k:]
             assert np.array_equal(np.sort(np.flatnonzero(sent)), np.sort(top))
         prev = res.copy()
+
+
+def test_error_feedback_is_keyed_bounded_and_restorable():
+    fb = ErrorFeedback(TopKCodec(0.1), max_keys=3)
+    a = fb.residual("0", 10, np.float32)
+    a[:] = 1
+    assert fb.residual("1", 10, np.float32).sum() == 0  # equal length, another bucket
+    assert fb.residual("0", 10, np.float32) is a
+    saved = fb.state()
+    for key in ("2", "3", "4"):  # over the bound: the least recently used go
+        fb.residual(key, 10, np.float32)
+    assert sorted(fb.state()) == ["2", "3", "4"]
+    fb.load_state(saved)
+    assert np.array_equal(fb.residual("0", 10, np.float32), np.ones(10, np.float32))
+    fb.clear()
+    assert fb.state() == {}
 
 
 @pytest.mark.parametrize("bad", ["fp8", "topk", "topk:0", "topk:1.5", "topk:x", "topk:0.1:y",
@@ -104,6 +124,13 @@ def test_codec_strings_are_normalised():
 
 CASES = [["ring", {}], ["hierarchical", {"ranks_per_node": 2}], ["ps", {}]]
 CODECS = "fp16,int8,topk:0.1,topk:0.05:noef"
+
+
+@pytest.mark.parametrize("nranks", [1, 2, 3, 5])
+def test_recursive_doubling_compresses_through_its_wire(nranks):
+    res = run_script(nranks, "check_codecs.py", json.dumps([["recursive_doubling", {}]]),
+                     "fp16,int8", "--lengths", "1,7,1001,4099", timeout=240)
+    res.expect_ok()
 
 
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
@@ -131,6 +158,7 @@ def test_refusals_on_every_rank_and_compressed_bytes(nranks):
         assert 0 < r["topk:0.01"] <= 0.01 * nranks * 1.01 and r["topk:0.01:noef"] == r[
             "topk:0.01"], r
         assert r["ps fp16"] <= 0.51 and r["ps int8"] <= 0.27 and r["ps topk:0.01"] < 0.1, r
+        assert r["rd fp16"] <= 0.51 and r["rd int8"] <= 0.27, r
 
 
 SMALL = ["--layers", "16,32,32,4", "--train-samples", "1024", "--test-samples", "256",

@@ -17,7 +17,6 @@ def test_host_buckets_keep_separate_residuals(nranks):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=True, reason="fixed by the wire branch (EF keyed by bucket id)")
 def test_device_buckets_keep_separate_residuals(gpu_backend):
     run_script(2, "check_ef_buckets.py", "--xp", "cupy", env={"MPICOMM_CUDA_AWARE": "0"},
                timeout=120).expect_ok()

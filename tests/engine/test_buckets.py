@@ -47,7 +47,7 @@ class SnapshotReducer:
     def __init__(self, delay=0.0):
         self.delay, self.seen, self.threads = delay, [], set()
 
-    def allreduce(self, buf, op="sum"):
+    def allreduce(self, buf, op="sum", key=None):
         self.seen.append((buf.ctypes.data, buf.copy()))
         self.threads.add(threading.current_thread().name)
         time.sleep(self.delay)

@@ -6,7 +6,7 @@ import time
 import pytest
 from mpi_harness import run_mpi, run_script
 
-from mpicomm.p2p.stall import settings
+from mpicomm.p2p.stall import answer_wait_s, poll_s, settings
 
 WARN, ABORT = 1.0, 4.0
 ENV = {"MPICOMM_STALL_WARN_S": str(WARN), "MPICOMM_STALL_ABORT_S": str(ABORT)}
@@ -34,6 +34,34 @@ def test_stalled_rank_named_and_job_aborted(strategy):
     assert starts, res.tail()
     warns = _check(res, max(starts), strategy, 2)
     assert {int(w[3]) for w in warns} == {4}  # the 4th call of the reducer
+
+
+def test_dedicated_server_is_never_named_and_peers_answer_in_time():
+    """Worker 1 stalls; rank 3 is a dedicated server (it makes no calls). Before: the
+    server was listed as "not arrived, at call 0", and peers often as "no answer"."""
+    res = run_script(4, "stall_rank.py", "ps", "1", '{"dedicated": true}', timeout=60, env=ENV)
+    starts = [r["t_stall"] for r in res.records if r.get("phase") == "stall"]
+    warns = _check(res, max(starts), "ps", 1)
+    for *_, missing in warns:
+        assert missing.strip() == "1", warns
+    assert "did not answer" not in res.stderr and "none behind" not in res.stderr, res.tail()
+
+
+def test_abort_applies_with_the_warning_off():
+    """MPICOMM_STALL_WARN_S=0 used to switch the watchdog off, abort included."""
+    env = {"MPICOMM_STALL_WARN_S": "0", "MPICOMM_STALL_ABORT_S": str(ABORT)}
+    res = run_script(3, "stall_rank.py", "ring", "2", timeout=60, env=env)
+    starts = [r["t_stall"] for r in res.records if r.get("phase") == "stall"]
+    assert starts and not res.timed_out and res.returncode not in (0, None), res.tail()
+    assert "mpicomm stall warning" not in res.stderr, res.tail()
+    assert re.search(r"mpicomm stall abort: .*ranks not arrived: 2\b", res.stderr), res.tail()
+    assert time.time() - max(starts) <= ABORT + 5, res.tail()
+
+
+def test_peers_get_two_wake_ups_to_answer():
+    for warn, abort in ((1.0, None), (60.0, None), (0.0, 4.0), (0.1, 0.2)):
+        assert answer_wait_s(warn, abort) >= 2 * poll_s(warn, abort) + 0.5
+    assert poll_s(0.0, 4.0) == 1.0 and poll_s(60.0, None) == 1.0 and poll_s(0.1, None) == 0.05
 
 
 def test_ps_worker_stall_named():

@@ -4,7 +4,7 @@ For every (strategy options, codec, length, op) case each rank redraws every
 rank's input from (seed, rank, case) and computes, in float64:
 
 - fp16 / int8: the exact sum; the result must lie within the bound of the
-  strategy's file (``mpicomm.codecs.*``, also docs/compression.md);
+  strategy's file (``mpicomm.reducers.*``, also docs/compression.md);
 - topk: what each rank sent is ``x + old residual - new residual`` (error
   feedback); the result must equal the sum of that over ranks (float32
   summation), every sent value must be at least as large as every kept one
@@ -50,13 +50,12 @@ def check_case(reducer, codec, n, op, case, args, comm, failures, label):
     div = p if op == "mean" else 1
     if codec.startswith("topk"):
         res_old = np.zeros(n, dtype=np.float32)
-        reducer.codec.reset()
-        buf = np.empty(n, dtype=np.float32)  # one buffer, two calls: the residual carries over
-        for call in range(2):
+        key = f"case{case}"  # a new bucket: its residual starts at zero
+        for call in range(2):  # two calls, two buffers, one key: the residual carries over
             xs = [rank_input(args.seed, r, case * 10 + call, n) for r in range(p)]
-            buf[:] = xs[me]
-            out = reducer.allreduce(buf, op=op)
-            res_new = reducer.codec.residual(buf).copy()
+            buf = xs[me].copy()
+            out = reducer.allreduce(buf, op=op, key=key)
+            res_new = reducer.codec_state().get(key, np.zeros(n, dtype=np.float32)).copy()
             if "noef" in codec:  # the top-k of x itself (per ps range); the rest is dropped
                 sent = _reference_topk(reducer, xs[me])
             else:  # exact: sent values are copies of x + old residual
@@ -89,14 +88,14 @@ def check_case(reducer, codec, n, op, case, args, comm, failures, label):
 
 
 def _ranges(reducer, n):
-    return chunk_bounds(n, len(reducer.inner.servers)) if reducer.name == "ps" else [0, n]
+    return chunk_bounds(n, len(reducer.servers)) if reducer.name == "ps" else [0, n]
 
 
 def _reference_topk(reducer, x):
     out = np.zeros_like(x)
     r = _ranges(reducer, x.size)
     for lo, hi in zip(r[:-1], r[1:], strict=True):
-        k = reducer.codec.k_of(hi - lo)
+        k = reducer.feedback.codec.k_of(hi - lo)
         idx = lo + np.argsort(np.abs(x[lo:hi]), kind="stable")[hi - lo - k :]
         out[idx] = x[idx]
     return out
@@ -107,7 +106,7 @@ def _check_selection(reducer, sent, residual, n, codec, failures, label):
     ranges = _ranges(reducer, n)
     for lo, hi in zip(ranges[:-1], ranges[1:], strict=True):
         s, r = sent[lo:hi], residual[lo:hi]
-        k = reducer.codec.k_of(hi - lo)
+        k = reducer.feedback.codec.k_of(hi - lo)
         if np.count_nonzero(s) > k:
             failures.append(f"{label} n={n}: {np.count_nonzero(s)} values sent, k={k}")
         if s.size and k < s.size and "noef" not in codec and np.abs(s[s != 0]).min(

@@ -1,9 +1,10 @@
 """Rank script: the agreement check decides by call count alone, so it never hangs.
 
-1. Default (validate=True): a shape new to rank 0 but seen before by the others
-   (the case a per-rank "first use of this shape" rule would hang on) raises the
-   same MismatchError on every rank.
-2. validate=False: the reducer's first call is still checked on every rank.
+1. validate=True: a shape new to rank 0 but seen before by the others (the case
+   the per-layout rule would hang on) raises the same MismatchError on every rank.
+2. Default (validate=False): each layout is checked the first time it is seen
+   (a mismatch on a layout new to every rank raises on every rank); a layout seen
+   before costs no Allgather.
 """
 
 import numpy as np
@@ -26,7 +27,7 @@ def expect_mismatch(fn, fragment):
         problems.append(f"no MismatchError ({fragment})")
 
 
-r = mpicomm.make_reducer("ring")
+r = mpicomm.make_reducer("ring", validate=True)
 assert r.options.validate is True
 r.allreduce(np.ones(100))
 r.allreduce(np.ones(200))
@@ -39,6 +40,15 @@ r.allreduce(x)  # still usable: nothing left in flight
 if not np.array_equal(x, np.full(7, float(MPI.COMM_WORLD.Get_size()))):
     problems.append(f"wrong sum after mismatches: {x}")
 
-fast = mpicomm.make_reducer("ring", validate=False)
+fast = mpicomm.make_reducer("ring")
+assert fast.options.validate is False
 expect_mismatch(lambda: fast.allreduce(np.ones(5 if rank == 0 else 6)), "r0:5, r1:6")
+fast.allreduce(np.ones(8))
+calls = []
+fast._check_agreement = lambda key: calls.append(key)  # count checks from here on
+for _ in range(3):
+    fast.allreduce(np.ones(8))
+fast.allreduce(np.ones(8), op="mean")  # another op: another layout
+if len(calls) != 1:
+    problems.append(f"expected one check (the new layout), got {calls}")
 report(ok=not problems, error="; ".join(problems) or None)

@@ -1,0 +1,117 @@
+"""Per-call overhead of the framework at 1 KiB on 2 ranks, the contenders taking turns.
+
+Prints the per-call median (slowest rank) of:
+
+- raw ``comm.Allreduce(IN_PLACE, buf)`` against mpicomm ``native`` (default options);
+- a minimal 20-line Python ring (``Sendrecv`` on chunk views) against mpicomm ``ring``;
+- the gradient engine's cost per extra bucket (a step of 8 buckets of 1 KiB against
+  a step of 1, divided by 7) against one ``native`` call;
+
+and the three ratios (targets: native ≤ 1.3×, ring ≤ 1.2×, extra bucket ≤ 1.2×).
+Every contender runs ``--calls`` calls per round, rounds taking turns, so a slow spell
+of the machine hits all of them. Run::
+
+    mpiexec -n 2 python experiments/hot_path.py [--bytes 1024] [--rounds 30] [--calls 200]
+    mpiexec -n 2 python -m cProfile -s tottime experiments/hot_path.py --rounds 3  # profile
+"""
+
+from __future__ import annotations
+
+import argparse
+from types import SimpleNamespace
+
+import numpy as np
+from mpi4py import MPI
+
+import mpicomm
+from mpicomm.core import clock
+from mpicomm.engine.grad_engine import GradEngine
+
+
+def minimal_ring(comm: MPI.Comm, x: np.ndarray, tmp: np.ndarray, bounds: list[int]) -> None:
+    """The textbook ring: reduce-scatter then allgather, Sendrecv on chunk views."""
+    p, me = comm.Get_size(), comm.Get_rank()
+    right, left = (me + 1) % p, (me - 1) % p
+    for k in range(p - 1):
+        s, r = (me - 1 - k) % p, (me - 2 - k) % p
+        got = tmp[: bounds[r + 1] - bounds[r]]
+        comm.Sendrecv(x[bounds[s] : bounds[s + 1]], right, 0, got, left, 0)
+        mine = x[bounds[r] : bounds[r + 1]]
+        np.add(mine, got, out=mine)
+    for k in range(p - 1):
+        s, r = (me - k) % p, (me - 1 - k) % p
+        comm.Sendrecv(x[bounds[s] : bounds[s + 1]], right, 1, x[bounds[r] : bounds[r + 1]],
+                      left, 1)
+
+
+def engine_step(n_buckets: int, n: int) -> tuple[GradEngine, object]:
+    """An engine over ``n_buckets`` tensors of ``n`` float32 each, one bucket per tensor."""
+    grads = np.ones(n_buckets * n, dtype=np.float32)
+    tensors = [(i, i * n, (i + 1) * n) for i in range(n_buckets)]
+    spans = [slice(i * n, (i + 1) * n) for i in range(n_buckets)]
+    reducer = mpicomm.make_reducer("native")
+    eng = GradEngine(reducer, grads, tensors, spans, bucket_bytes=n * 4, overlap=False)
+    layers = list(range(n_buckets - 1, -1, -1))
+
+    def step() -> None:
+        eng.backward(iter(layers))
+        for _ in eng.reduced():
+            pass
+
+    return eng, SimpleNamespace(step=step, reducer=reducer)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bytes", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--calls", type=int, default=200)
+    args = ap.parse_args()
+    comm = MPI.COMM_WORLD.Dup()
+    n = args.bytes // 4
+    x = np.ones(n, dtype=np.float32)
+    tmp = np.empty(n, dtype=np.float32)
+    p = comm.Get_size()
+    bounds = [n * i // p for i in range(p + 1)]
+    native, ring = mpicomm.make_reducer("native"), mpicomm.make_reducer("ring")
+    eng1, one = engine_step(1, n)
+    eng8, eight = engine_step(8, n)
+    runs = {
+        "raw Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x, MPI.SUM),
+        "mpicomm native": lambda: native.allreduce(x),
+        "minimal ring": lambda: minimal_ring(comm, x, tmp, bounds),
+        "mpicomm ring": lambda: ring.allreduce(x),
+        "engine 1 bucket": one.step,
+        "engine 8 buckets": eight.step,
+    }
+    samples: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(args.rounds):
+        for name, fn in runs.items():
+            comm.Barrier()
+            t0 = clock.now()
+            for _ in range(args.calls):
+                fn()
+            per_call = (clock.now() - t0) / args.calls
+            samples[name].append(comm.allreduce(per_call, op=MPI.MAX))
+    med = {k: float(np.median(v)) * 1e6 for k, v in samples.items()}
+    extra = (med["engine 8 buckets"] - med["engine 1 bucket"]) / 7
+    if comm.Get_rank() == 0:
+        print(f"{args.bytes} B, {p} ranks, median of {args.rounds} rounds x {args.calls} calls "
+              "(slowest rank), µs per call:")
+        for k, v in med.items():
+            print(f"  {k:18s} {v:8.2f}")
+        print(f"  {'extra bucket':18s} {extra:8.2f}")
+        print(f"native / raw          {med['mpicomm native'] / med['raw Allreduce']:.2f}  "
+              "(target <= 1.3)")
+        print(f"ring / minimal ring   {med['mpicomm ring'] / med['minimal ring']:.2f}  "
+              "(target <= 1.2)")
+        print(f"extra bucket / native {extra / med['mpicomm native']:.2f}  (target <= 1.2)")
+    for r in (native, ring, one.reducer, eight.reducer):
+        r.close()
+    eng1.close()
+    eng8.close()
+    comm.Free()
+
+
+if __name__ == "__main__":
+    main()
