@@ -117,7 +117,8 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
         peers = mpi and _peers()
         rank = _world_rank() if _peers() else 0
         sys.stdout.flush()
-        if not peers and rank != 0:  # a command without messages: rank 0 says it for all
+        if not peers and rank != 0:  # a command without messages: rank 0 says it for all;
+            time.sleep(1.0)  # leave first, and the launcher may end rank 0 before it has said it
             _exit(2)
         if rank != 0:
             # rank 0 raised the same error and aborts first; print only if it did not
