@@ -231,6 +231,8 @@ LEGEND = (
     "calls and rounds) excludes 1, ~ = within the noise of this run (a tie)"
 )
 MARKS = {"faster": "*", "slower": "*", "tie": "~"}
+ONE_RANK_NOTE = ("1 rank: every allreduce is a local copy (no message), so the vs-baseline column "
+                 "gets no verdict; launch more ranks: mpiexec -n 2 python -m mpicomm bench")
 
 
 def format_row(row: dict) -> str:
@@ -457,7 +459,7 @@ def _vs_baseline(row: dict, base: dict | None, seed: int) -> None:
     if base is None or not row["time_us"] > 0:
         return
     row["vs_baseline"] = base["time_us"] / row["time_us"]
-    if base is row:
+    if base is row or row["ranks"] < 2:  # 1 rank: every "allreduce" is a local copy, no verdict
         return
     v = V.compare_pair(row["strategy"], base["strategy"], row["_samples"], base["_samples"],
                        seed=seed)
@@ -512,6 +514,8 @@ def run(args: argparse.Namespace) -> int:
                              f"{'' if args.baseline in names else ', not in this run: -'}):"))
         if sharing:
             print(f"# {sharing}")
+        if world.Get_size() == 1:
+            print(f"# {ONE_RANK_NOTE}")
         print(HEADER, flush=True)
     described: dict = {}
     rows = run_bench(names, options, cfg, args.baseline,
@@ -530,8 +534,12 @@ def run(args: argparse.Namespace) -> int:
 
         params = quick_params(world)  # collective, ~20 ms: the model's crossovers
     if root:
-        lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
-                                           cfg.seed)
+        lines, crossings = [], []
+        if world.Get_size() > 1:  # 1 rank: no messages, so no winners and no crossovers
+            lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
+                                               cfg.seed)
+        else:
+            lines = [f"# {ONE_RANK_NOTE}"]
         for line in lines:
             print(line)
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),

@@ -35,10 +35,14 @@ from mpicomm.core.options import HIERARCHICAL_VARIANTS, parse_compress
 from mpicomm.reducers import strategies
 from mpicomm.train.model import parse_layers
 
-__all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY"]
+__all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
+           "ONE_RANK_NOTE"]
 
 # flags of one training run that compare (several runs) leaves out
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
+
+
+DEFAULT_LAYERS = (256, 512, 512, 10)  # --layers when not given (digits: data.DIGITS_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,9 @@ class TrainConfig:
     """Everything a training run depends on; validated on creation (``ConfigError``)."""
 
     strategy: str = "native"            # gradient sync strategy (mpicomm.strategies())
-    layers: tuple[int, ...] = (256, 512, 512, 10)  # MLP widths features,hidden...,classes;
-                                        # WxN repeats a width (256,64x48,10)
+    layers: tuple[int, ...] = DEFAULT_LAYERS  # MLP widths features,hidden...,classes;
+                                        # WxN repeats a width (256,64x48,10); with --data
+                                        # digits the default is 64,128,10
     batch_size: int = 64                # rows per worker per micro-batch
     steps: int = 300                    # total optimizer steps (a resumed run continues to it)
     lr: float = 0.05                    # base learning rate
@@ -109,10 +114,23 @@ class TrainConfig:
         return "sync" if self.ps_mode == "ssp" and self.staleness == 0 else self.ps_mode
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
-        """Build the config from parsed flags (flag names = field names)."""
+    def from_args(cls, args: argparse.Namespace, ranks: int | None = None) -> TrainConfig:
+        """Build the config from parsed flags (flag names = field names), checked for the job.
+
+        ``ranks`` is the job's size (default: ``MPI.COMM_WORLD``'s): what cannot take
+        effect on that many ranks is refused (``check_world``); a 1-rank job prints
+        ``ONE_RANK_NOTE`` once.
+        """
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in vars(args).items() if k in names})
+        cfg = cls(**{k: v for k, v in vars(args).items() if k in names})
+        if ranks is None:
+            from mpicomm.train.metrics import world
+
+            ranks = world().Get_size()
+        check_world(cfg, ranks)
+        if ranks == 1:  # the command line without mpiexec: say so, then run
+            print(ONE_RANK_NOTE, flush=True)
+        return cfg
 
     def reducer_options(self) -> dict[str, Any]:
         """Return the ``make_reducer`` keyword options of this run."""
@@ -142,6 +160,7 @@ def _validate(cfg: TrainConfig) -> None:
     if cfg.strategy not in strategies():
         bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(strategies())}")
     try:
+        _digits_layers(cfg)
         object.__setattr__(cfg, "layers", parse_layers(cfg.layers))
     except ValueError as exc:
         bad(str(exc))
@@ -195,7 +214,24 @@ def _validate(cfg: TrainConfig) -> None:
                 f"got {cfg.trace_steps!r}")
         if not cfg.trace:
             bad("--trace-steps needs --trace PATH")
+    _check_trace_window_in_run(cfg)
     _validate_ps_and_delays(cfg, bad)
+
+
+def _check_trace_window_in_run(cfg: TrainConfig) -> None:
+    """--trace-steps A:B must start before --steps (else the trace is empty)."""
+    start = cfg.trace_window()[0] if cfg.trace_steps else 0
+    if start >= cfg.steps:
+        raise ConfigError(f"--trace-steps {cfg.trace_steps}: the run ends at step {cfg.steps}, "
+                          f"so nothing would be traced; use A < {cfg.steps}")
+
+
+def _digits_layers(cfg: TrainConfig) -> None:
+    """--data digits without --layers: 64 inputs and 10 classes (``data.DIGITS_LAYERS``)."""
+    from mpicomm.train.data import DIGITS, DIGITS_LAYERS
+
+    if cfg.data == DIGITS and parse_layers(cfg.layers) == DEFAULT_LAYERS:
+        object.__setattr__(cfg, "layers", DIGITS_LAYERS)
 
 
 def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
@@ -231,6 +267,59 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
     object.__setattr__(cfg, "straggler", tuple(parts))
     if not (isinstance(cfg.jitter, (int, float)) and np.isfinite(cfg.jitter) and cfg.jitter >= 0):
         bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
+
+
+# --------------------------------------------------- checks needing the job's size
+ONE_RANK_NOTE = ("note: this is a 1-rank run (started without mpiexec?): no gradient is "
+                 "exchanged; launch more ranks with `mpiexec -n 4 python -m mpicomm train ...`")
+
+
+def check_world(cfg: TrainConfig, ranks: int) -> None:
+    """Raise ``ConfigError`` for a flag that cannot take effect on a job of ``ranks`` ranks.
+
+    Called on every rank with the same arguments, before any message, so every
+    rank refuses alike.
+    """
+    _check_straggler_ranks(cfg, ranks)
+    _check_ranks_per_node(cfg, ranks)
+    _check_rows_per_step(cfg, ranks)
+
+
+def _check_straggler_ranks(cfg: TrainConfig, ranks: int) -> None:
+    """--straggler RANK:MS must name a rank of this job."""
+    for part in cfg.straggler:
+        rank = int(part.partition(":")[0])
+        if rank >= ranks:
+            raise ConfigError(f"--straggler {part}: rank {rank} is not in this job of {ranks} "
+                              f"ranks (ranks 0..{ranks - 1})")
+
+
+def _check_ranks_per_node(cfg: TrainConfig, ranks: int) -> None:
+    """--ranks-per-node K must cut the job into equal simulated nodes."""
+    k = cfg.ranks_per_node
+    if k is not None and ranks % k:
+        fits = [d for d in range(1, ranks + 1) if ranks % d == 0]
+        raise ConfigError(f"--ranks-per-node {k} does not cut {ranks} ranks into equal nodes; "
+                          f"use one of {', '.join(map(str, fits))}")
+
+
+def workers_of(cfg: TrainConfig, ranks: int) -> int:
+    """Return the training workers of a ``ranks``-rank job: all but dedicated PS servers."""
+    dedicated = cfg.strategy == "ps" and cfg.dedicated and ranks > cfg.servers
+    return ranks - cfg.servers if dedicated else ranks
+
+
+def _check_rows_per_step(cfg: TrainConfig, ranks: int) -> None:
+    """The synthetic set must hold one optimizer step's rows (the ``Shard`` rule, known early)."""
+    if cfg.data is not None:  # a file or digits: the shard checks once the rows are known
+        return
+    from mpicomm.train.data import DataError, check_rows_per_step
+
+    try:
+        check_rows_per_step(cfg.train_samples, cfg.batch_size, workers_of(cfg, ranks),
+                            cfg.accumulate)
+    except DataError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 # ------------------------------------------------------------ flags, generated

@@ -31,9 +31,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz", "digits", "DIGITS"]
+__all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz", "digits", "DIGITS",
+           "DIGITS_LAYERS", "check_rows_per_step"]
 
 DIGITS = "digits"  # the --data value naming the bundled digits set
+DIGITS_LAYERS = (64, 128, 10)  # its --layers when none are given: 64 pixels in, 10 classes out
 
 TEACHER_HIDDEN = 32
 _STREAM_TEACHER, _STREAM_INPUTS, _STREAM_SPLIT, _STREAM_EPOCH = 1, 2, 3, 4
@@ -202,6 +204,26 @@ def _check_xy(where, x, y, xn, yn, features, classes, dtype):
     return np.ascontiguousarray(x, dtype=dtype), y.astype(np.int64)
 
 
+def check_rows_per_step(rows: int, batch: int, workers: int, accumulate: int = 1) -> None:
+    """Refuse an optimizer step that needs more rows than the training split has.
+
+    One step reads ``batch × workers × accumulate`` rows; more than ``rows`` would
+    reuse rows inside one step. Raises ``DataError`` naming the flags to change.
+    """
+    need = batch * workers * accumulate
+    if need <= rows:
+        return
+    acc = f" × --accumulate {accumulate}" if accumulate > 1 else ""
+    fits = [f"--batch-size <= {rows // (workers * accumulate)}"] * (rows >= workers * accumulate)
+    if accumulate > 1 and rows >= batch * workers:
+        fits.append(f"--accumulate <= {rows // (batch * workers)}")
+    fix = "use " + " or ".join(fits) if fits else "use fewer workers or more data"
+    raise DataError(
+        f"batch too large for the shard: --batch-size {batch} per worker × {workers} workers"
+        f"{acc} = {need} rows per step, but the training set has {rows} rows; {fix}"
+    )
+
+
 class Shard:
     """Worker ``worker_rank``'s rows of every global batch, epoch after epoch.
 
@@ -211,24 +233,19 @@ class Shard:
         worker_rank, num_workers: this worker and the number of workers.
         seed: seed of the per-epoch permutations.
         xp: array module the batches are produced in.
+        accumulate: micro-batches per optimizer step (only checked: ``check_rows_per_step``).
 
     Raises:
-        DataError: ``batch × num_workers`` exceeds the training rows.
+        DataError: one optimizer step needs more rows than the training split has.
     """
 
     def __init__(
         self, x: np.ndarray, y: np.ndarray, *, batch: int, worker_rank: int, num_workers: int,
-        seed: int, xp: Any = np,
+        seed: int, xp: Any = np, accumulate: int = 1,
     ) -> None:
         n = len(x)
         self.global_batch = batch * num_workers
-        if self.global_batch > n:
-            raise DataError(
-                f"batch too large for the shard: --batch-size {batch} per worker × "
-                f"{num_workers} workers = {self.global_batch} rows per step, but the training "
-                f"set has {n} rows ({n // num_workers} per worker per epoch); "
-                f"use --batch-size <= {n // num_workers}"
-            )
+        check_rows_per_step(n, batch, num_workers, accumulate)
         self.xp, self.seed, self.batch = xp, seed, batch
         self.x, self.y = xp.asarray(x), xp.asarray(y)
         self.steps_per_epoch = n // self.global_batch  # the last partial batch is dropped
