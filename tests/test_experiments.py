@@ -254,3 +254,26 @@ def test_figure5_text_names_the_measured_cost_per_bucket():
     text = S._fig5_text({0.0: rec(98, 0.0345), 25.0: rec(1, 0.0021)}, {}, (3e-6, 1e-9, 0.0),
                         (50e-6, 2e-9))
     assert "each extra bucket costs 0.33 ms against the wire's 2(p−1)α = 6 µs" in text
+
+
+def test_runs_write_to_untracked_results_unless_asked(tmp_path):
+    """A plain run writes into ./results (in .gitignore), never into the committed experiments/."""
+    pytest.importorskip("matplotlib")
+    import os
+    import subprocess
+
+    from mpi_harness import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "mpicomm", "experiments", "--quick", "--only",
+                           "8"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "results" / "README.md").exists()
+    assert (tmp_path / "results" / "figures" / "fig8_predicted_scaling.png").exists()
+    assert not (tmp_path / "experiments").exists()
+    assert "/results/" in (ROOT / ".gitignore").read_text().split()
+    done = subprocess.run([sys.executable, "-m", "mpicomm", "experiments", "--update-committed",
+                           "--root", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "leave out --root" in done.stderr, done.stderr
