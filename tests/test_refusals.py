@@ -87,3 +87,15 @@ def test_bench_on_one_rank_gives_no_verdicts():
     assert not any(line.rstrip().endswith(("*", "~")) for line in rows), res.stdout
     assert "1 rank: every allreduce is a local copy" in res.stdout
     assert " faster at " not in res.stdout  # no pairwise winners either
+
+
+def test_torch_example_without_torch_says_so_once(tmp_path):
+    """experiments/torch_ddp.py with torch missing: one line naming the CPU wheel, exit 2."""
+    (tmp_path / "torch").mkdir()  # a torch that fails to import, also where torch is installed
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    res = run_mpi(2, [str(ROOT / "experiments" / "torch_ddp.py"), "--strategy", "ring"],
+                  timeout=60, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("torch is not installed: pip install torch") == 1, res.tail()
+    assert "Traceback" not in out and "ModuleNotFoundError" not in out, res.tail()
