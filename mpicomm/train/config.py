@@ -19,6 +19,7 @@ import ast
 import dataclasses
 import inspect
 import io
+import os
 import textwrap
 import tokenize
 import types
@@ -356,6 +357,14 @@ def field_help(cls: type = TrainConfig) -> dict[str, str]:
 
 _DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
 
+QUICK_ENV = "MPICOMM_DOCS_QUICK"  # set to 1: train and compare default to QUICK_DEFAULTS
+QUICK_DEFAULTS = {"steps": 20, "eval_samples": 512}  # ints; tests/test_docs_commands.py
+
+
+def flag_defaults() -> dict[str, Any]:
+    """Return the flag defaults that differ from the fields': ``QUICK_DEFAULTS`` under QUICK_ENV."""
+    return dict(QUICK_DEFAULTS) if os.environ.get(QUICK_ENV, "") not in ("", "0") else {}
+
 
 def _base_type(hint: Any) -> tuple[Any, bool]:
     """Return (the type without None, whether None is allowed)."""
@@ -374,6 +383,7 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
     p.formatter_class = _DefaultsFormatter
     hints = typing.get_type_hints(cls)
     helps = field_help(cls)
+    quick = flag_defaults()
     for f in dataclasses.fields(cls):
         if not single_run and f.name in SINGLE_RUN_ONLY:
             continue
@@ -388,5 +398,5 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
         elif typing.get_origin(kind) is tuple:  # comma list, parsed by the config
             p.add_argument(flag, default=",".join(map(str, f.default)), help=help_text)
         else:
-            p.add_argument(flag, type=kind, default=f.default, help=help_text,
+            p.add_argument(flag, type=kind, default=quick.get(f.name, f.default), help=help_text,
                            metavar=f.name.upper() if optional else None)
