@@ -74,6 +74,7 @@ def test_gpu_without_cupy_is_one_line(command):
 
 
 # ---------------------------------------------------------------- verdicts
+@pytest.mark.slow
 def test_auto_vs_ring_is_a_tie_with_progress_legend_and_strict_json(tmp_path):
     """Where auto runs the ring, the old verdict said 'auto won (1.13x ring)'."""
     js = tmp_path / "c.json"

@@ -101,6 +101,7 @@ def test_registry_has_the_figures_of_this_branch():
     assert {"1", "2", "3", "4", "5", "8"} <= set(E.FIGURES)
 
 
+@pytest.mark.slow
 def test_command_figure_8_end_to_end(tmp_path):
     """`experiments --only 8` on the command line: predictions, PNG, a conclusion from them."""
     pytest.importorskip("matplotlib")
@@ -256,6 +257,7 @@ def test_figure5_text_names_the_measured_cost_per_bucket():
     assert "each extra bucket costs 0.33 ms against the wire's 2(p−1)α = 6 µs" in text
 
 
+@pytest.mark.slow
 def test_runs_write_to_untracked_results_unless_asked(tmp_path):
     """A plain run writes into ./results (in .gitignore), never into the committed experiments/."""
     pytest.importorskip("matplotlib")

@@ -42,6 +42,7 @@ def _agreement(tmp_path, slow):
         assert err < tol, f"{label}: {err:.3g} from the single-allreduce loop"
 
 
+@pytest.mark.slow
 def test_every_strategy_bucket_size_and_overlap_matches_the_single_allreduce_loop(tmp_path):
     _agreement(tmp_path, slow=0.0)
 

@@ -64,6 +64,7 @@ def test_async_records_staleness_and_shuts_down(tmp_path):
     assert rec["ps_momentum"] == "lookahead"  # the default rule of async servers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["async", "ssp"])
 def test_verdict_series_and_history_follow_time(tmp_path, mode):
     """s per global batch (W pushes in time order) agrees with samples/s; history's clock grows."""
