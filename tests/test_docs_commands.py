@@ -130,3 +130,13 @@ def test_command_runs_as_written(page, line, cmd, tmp_path):
         proc.communicate()
         pytest.fail(f"{page}:{line}: `{cmd}` ran over {RUN_TIMEOUT_S} s")
     assert proc.returncode == 0, f"{page}:{line}: `{cmd}` exited {proc.returncode}:\n{out[-3000:]}"
+
+
+def test_quick_env_shortens_train_and_compare_only_by_default(monkeypatch):
+    monkeypatch.setenv(QUICK_ENV, "1")
+    parser = build_parser()
+    assert parser.parse_args(["train"]).steps == 20
+    assert parser.parse_args(["compare"]).steps == 20
+    assert parser.parse_args(["train", "--steps", "7"]).steps == 7  # a written flag wins
+    monkeypatch.setenv(QUICK_ENV, "0")
+    assert build_parser().parse_args(["train"]).steps == 300
