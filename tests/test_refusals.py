@@ -52,6 +52,9 @@ def test_one_rule_for_the_rows_of_a_step():
 def test_world_checks_accept_what_fits():
     check_world(TrainConfig(straggler=("1:20",), ranks_per_node=2), 4)
     check_world(TrainConfig(strategy="ps", dedicated=True, servers=1, batch_size=8192), 2)
+    check_world(TrainConfig(strategy="ps", ps_mode="async", servers=1, batch_size=8192), 2)
+    with pytest.raises(ConfigError, match="8193 per worker × 2 workers"):
+        check_world(TrainConfig(strategy="ps", dedicated=True, servers=1, batch_size=8193), 3)
     with pytest.raises(ConfigError, match="--straggler 4:5"):
         check_world(TrainConfig(straggler=("4:5",)), 4)
     with pytest.raises(ConfigError, match="use one of 1, 2, 3, 6"):

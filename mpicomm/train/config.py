@@ -305,8 +305,9 @@ def _check_ranks_per_node(cfg: TrainConfig, ranks: int) -> None:
 
 
 def workers_of(cfg: TrainConfig, ranks: int) -> int:
-    """Return the training workers of a ``ranks``-rank job: all but dedicated PS servers."""
-    dedicated = cfg.strategy == "ps" and cfg.dedicated and ranks > cfg.servers
+    """Return the training workers of a ``ranks``-rank job: all but dedicated PS servers
+    (``--dedicated``, and always with ``--ps-mode``)."""
+    dedicated = cfg.strategy == "ps" and bool(cfg.dedicated or cfg.ps_mode) and ranks > cfg.servers
     return ranks - cfg.servers if dedicated else ranks
 
 
