@@ -106,7 +106,8 @@ CASES = [["ring", {}], ["hierarchical", {"ranks_per_node": 2}], ["ps", {}]]
 CODECS = "fp16,int8,topk:0.1,topk:0.05:noef"
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nranks", [1, 2, 3, *(pytest.param(n, marks=pytest.mark.slow)
+                                               for n in (4, 5))])  # 4-5 ranks: 8-12 CPU-s
 def test_compressed_reductions_match_numpy_within_the_bound(nranks):
     cases = CASES + ([["ps", {"servers": 2}], ["hierarchical", {"ranks_per_node": 3}]]
                      if nranks > 2 else [])
