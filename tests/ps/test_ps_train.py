@@ -119,6 +119,7 @@ def _run_json(nranks, tmp_path, name, *flags):
     return json.loads(out.read_text())["results"][0]
 
 
+@pytest.mark.slow  # 11 CPU-s
 def test_sync_checkpoint_resume_is_bitwise(tmp_path):
     """20 steps straight = 10, checkpoint (servers' momentum included), resume to 20."""
     ck, ps = str(tmp_path / "ck.npz"), ["--strategy", "ps", "--ps-mode", "sync", "--servers", "2"]
