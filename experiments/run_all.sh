@@ -17,7 +17,7 @@ set -e
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 if [ "${1:-}" != tables ]; then
-  exec $PY -m mpicomm experiments "$@"
+  exec $PY -m mpicomm experiments --update-committed "$@"
 fi
 shift
 out=experiments/results

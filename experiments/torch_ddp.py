@@ -28,13 +28,21 @@ import sys
 import time
 
 import numpy as np
-import torch
 from mpi4py import MPI
-from torch.nn.parallel import DistributedDataParallel as DDP
 
-import mpicomm
-import mpicomm.torch as mt
-from mpicomm.train.data import DataError, Shard, digits
+NO_TORCH = ("torch_ddp.py: error: torch is not installed: pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu (the CPU wheel; docs/torch.md)")
+try:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+except ImportError:  # one line from rank 0 and exit 2 on every rank, not a traceback per rank
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print(NO_TORCH, file=sys.stderr, flush=True)
+    sys.exit(2)
+
+import mpicomm  # noqa: E402 - after the torch check
+import mpicomm.torch as mt  # noqa: E402
+from mpicomm.train.data import DataError, Shard, digits  # noqa: E402
 
 WARMUP = 5  # untimed steps per run
 

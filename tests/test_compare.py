@@ -74,6 +74,7 @@ def test_gpu_without_cupy_is_one_line(command):
 
 
 # ---------------------------------------------------------------- verdicts
+@pytest.mark.slow
 def test_auto_vs_ring_is_a_tie_with_progress_legend_and_strict_json(tmp_path):
     """Where auto runs the ring, the old verdict said 'auto won (1.13x ring)'."""
     js = tmp_path / "c.json"
@@ -135,6 +136,7 @@ def test_same_algorithm_is_a_tie_and_sets_the_noise_floor():
     assert floor == 1.0 and {v.b: v.winner for v in vs} == {"ring": "auto", "ps": "auto"}
 
 
+@pytest.mark.slow  # about 7 CPU-s
 def test_ps_servers_reading_matches_table_and_one_round_spread(tmp_path):
     """S > 1: the reading said a ps server sends (W-1)·n/S while KB/step showed the ring's bytes."""
     res = run_mpi(2, [*COMPARE, "--strategies", "ring,ps", "--servers", "2", "--repeats", "1",
@@ -152,6 +154,7 @@ def test_ps_servers_reading_matches_table_and_one_round_spread(tmp_path):
     assert "one round: the intervals hold step-to-step noise only" in out
 
 
+@pytest.mark.slow  # about 7 CPU-s
 def test_dedicated_servers_show_workers_and_what_is_held_equal():
     # 2 ranks (3 on this 2-core host spend a minute in the cost model's ping-pong)
     res = run_mpi(2, [*COMPARE, "--strategies", "ring,ps", "--dedicated", "--repeats", "1",

@@ -88,6 +88,7 @@ def test_auto_crossover_two_ranks():
     assert predict("auto", 2, x, params) == predict("ring", 2, x, params)
 
 
+@pytest.mark.slow  # about 7 CPU-s
 def test_model_command(tmp_path):
     js = tmp_path / "m.json"
     res = run_mpi(2, ["-m", "mpicomm", "model", "--strategies", "native,ring,ps,auto",

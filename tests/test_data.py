@@ -128,6 +128,7 @@ def test_digits_without_scikit_learn_says_how_to_install(monkeypatch):
         digits(64, 10, holdout=0.1, seed=0)
 
 
+@pytest.mark.slow
 def test_digits_trains_above_90_percent_held_out_at_2_ranks(tmp_path):
     """The documented command: mpiexec -n 2 python -m mpicomm train --data digits --layers
     64,128,10 (300 steps); held-out accuracy from its JSON."""

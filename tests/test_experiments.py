@@ -99,6 +99,7 @@ def test_registry_has_the_figures_of_this_branch():
     assert {"1", "2", "3", "4", "5", "8"} <= set(E.FIGURES)
 
 
+@pytest.mark.slow
 def test_command_figure_8_end_to_end(tmp_path):
     """`experiments --only 8` on the command line: predictions, PNG, a conclusion from them."""
     pytest.importorskip("matplotlib")
@@ -250,3 +251,27 @@ def test_figure5_text_names_the_measured_cost_per_bucket():
     text = S._fig5_text({0.0: rec(98, 0.0345), 25.0: rec(1, 0.0021)}, {}, (3e-6, 1e-9, 0.0),
                         (50e-6, 2e-9))
     assert "each extra bucket costs 0.33 ms against the wire's 2(p−1)α = 6 µs" in text
+
+
+@pytest.mark.slow
+def test_runs_write_to_untracked_results_unless_asked(tmp_path):
+    """A plain run writes into ./results (in .gitignore), never into the committed experiments/."""
+    pytest.importorskip("matplotlib")
+    import os
+    import subprocess
+
+    from mpi_harness import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "mpicomm", "experiments", "--quick", "--only",
+                           "8"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "results" / "README.md").exists()
+    assert (tmp_path / "results" / "figures" / "fig8_predicted_scaling.png").exists()
+    assert not (tmp_path / "experiments").exists()
+    assert "/results/" in (ROOT / ".gitignore").read_text().split()
+    done = subprocess.run([sys.executable, "-m", "mpicomm", "experiments", "--update-committed",
+                           "--root", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "leave out --root" in done.stderr, done.stderr

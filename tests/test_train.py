@@ -33,6 +33,7 @@ def rel_err(a, b):
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
+@pytest.mark.slow
 def test_strategies_reach_the_same_params(tmp_path):
     """native, ring, hierarchical (2 ranks/node), ps (colocated) on 4 ranks agree to 1e-5;
     ps with a dedicated server (3 workers) agrees with native on 3 ranks."""
@@ -68,6 +69,7 @@ def test_data_parallel_equals_single_process_on_the_global_batch(tmp_path):
     assert rel_err(params(tmp_path / "b8.npz")[0], p1) > 1e-4  # batch 8 alone is not the same
 
 
+@pytest.mark.slow
 def test_loss_decreases_and_the_model_learns(tmp_path):
     out = tmp_path / "learn.json"
     ok(train(2, "--layers", "32,64,10", "--steps", "300", "--batch-size", "32",
@@ -188,6 +190,7 @@ def test_npz_shape_mismatch_and_missing_keys(tmp_path):
     assert "missing array 'y' (found: labels, x)" in res.stdout, res.tail()
 
 
+@pytest.mark.slow
 def test_npz_data_trains(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((400, 16)).astype(np.float32)
@@ -200,6 +203,7 @@ def test_npz_data_trains(tmp_path):
     assert rec["test_accuracy"] > 0.7, rec
 
 
+@pytest.mark.slow
 def test_compare_runs_and_writes_json(tmp_path):
     out = tmp_path / "cmp.json"
     res = run_mpi(4, ["-m", "mpicomm", "compare", *SMALL, "--steps", "30", "--repeats", "2",

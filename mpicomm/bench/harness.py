@@ -45,13 +45,12 @@ from mpi4py import MPI
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
 from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
-from mpicomm.reducers import make_reducer
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import ReducerFields
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
-from mpicomm.reducers import strategies
+from mpicomm.reducers import make_reducer, strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
            "RECORD_KEYS", "reducer_options", "chosen_strategies", "usage_error", "device_error",
@@ -222,6 +221,8 @@ LEGEND = (
     "calls and rounds) excludes 1, ~ = within the noise of this run (a tie)"
 )
 MARKS = {"faster": "*", "slower": "*", "tie": "~"}
+ONE_RANK_NOTE = ("1 rank: every allreduce is a local copy (no message), so the vs-baseline column "
+                 "gets no verdict; launch more ranks: mpiexec -n 2 python -m mpicomm bench")
 
 
 def format_row(row: dict) -> str:
@@ -424,7 +425,7 @@ def _vs_baseline(row: dict, base: dict | None, seed: int) -> None:
     if base is None or not row["time_us"] > 0:
         return
     row["vs_baseline"] = base["time_us"] / row["time_us"]
-    if base is row:
+    if base is row or row["ranks"] < 2:  # 1 rank: every "allreduce" is a local copy, no verdict
         return
     v = V.compare_pair(row["strategy"], base["strategy"], row["_samples"], base["_samples"],
                        seed=seed)

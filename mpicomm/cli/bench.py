@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
                              f"{'' if args.baseline in names else ', not in this run: -'}):"))
         if sharing:
             print(f"# {sharing}")
+        if world.Get_size() == 1:
+            print(f"# {H.ONE_RANK_NOTE}")
         print(H.HEADER, flush=True)
     described: dict = {}
     rows = H.run_bench(names, options, cfg, args.baseline,
@@ -84,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
 
         params = quick_params(world)  # collective, ~20 ms: the model's crossovers
     if root:
-        lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
-                                           cfg.seed)
+        lines, crossings = [], []
+        if world.Get_size() > 1:  # 1 rank: no messages, so no winners and no crossovers
+            lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
+                                               cfg.seed)
+        else:
+            lines = [f"# {H.ONE_RANK_NOTE}"]
         for line in lines:
             print(line)
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),

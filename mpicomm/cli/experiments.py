@@ -1,5 +1,9 @@
 """``python -m mpicomm experiments [--quick] [--only 1,8] [--replot]``: every figure, one command.
 
+Runs write into the untracked ``results/`` unless ``--update-committed`` (or
+``--root DIR``) says where: only ``--update-committed`` rewrites the committed
+``experiments/`` folder (``experiments/run_all.sh`` passes it).
+
 No MPI in this process: each figure runs ``mpiexec`` subprocesses (``mpicomm.figures``).
 The figure pipeline (and matplotlib) is imported when the command runs, not when
 another command starts.
@@ -14,7 +18,9 @@ from mpicomm.core.errors import ConfigError
 
 __all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
 
-HELP = "run every figure; PNGs, experiments/README.md"
+HELP = "run every figure; PNGs and a README under results/ (--update-committed: experiments/)"
+OUT_ROOT = "results"  # default output folder, in .gitignore
+COMMITTED_ROOT = "experiments"  # the committed results: written only with --update-committed
 USES_MPI = False  # errors exit 2 without MPI_Abort
 
 
@@ -25,8 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated figure keys to run (default: all)")
     p.add_argument("--replot", action="store_true",
                    help="run nothing: redraw figures and README from the saved JSON")
-    p.add_argument("--root", default="experiments",
-                   help="experiments folder (results/, figures/, README.md)")
+    p.add_argument("--root", default=None,
+                   help=f"output folder (results/, figures/, README.md); default: {OUT_ROOT}/ "
+                        "(untracked), or experiments/ with --update-committed")
+    p.add_argument("--update-committed", action="store_true",
+                   help="write into experiments/: the committed results, figures and README")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds per mpiexec run (default 300 quick, 900 full)")
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
@@ -40,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
     from mpicomm.figures.runner import Context, run_figures
 
     _plt()  # matplotlib missing: one line, before an hour of sweeps
-    root = Path(args.root)
+    if args.update_committed and args.root:
+        raise ConfigError("--update-committed writes into experiments/; leave out --root")
+    root = Path(args.root or (COMMITTED_ROOT if args.update_committed else OUT_ROOT))
+    if args.root is None and not args.update_committed:
+        root.mkdir(exist_ok=True)  # untracked (.gitignore): a run never rewrites tracked files
     if not root.is_dir():
         raise ConfigError(f"--root {root}: no such folder (run from the repository root)")
     ctx = Context(root.resolve(), quick=args.quick, replot=args.replot,

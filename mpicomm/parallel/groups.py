@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from mpicomm.reducers import make_reducer
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.topology import node_map
 from mpicomm.p2p import Traffic, make_transport
+from mpicomm.reducers import make_reducer
 
 __all__ = ["ParallelGroup"]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +41,14 @@ from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
 from mpicomm.train.model import parse_layers
 
-__all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY"]
+__all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
+           "ONE_RANK_NOTE"]
 
 # flags of one training run that compare (several runs) leaves out
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
+
+
+DEFAULT_LAYERS = (256, 512, 512, 10)  # --layers when not given (digits: data.DIGITS_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,9 @@ class TrainConfig(ReducerFields):
     """
 
     strategy: str = "native"            # gradient sync strategy (mpicomm.strategies())
-    layers: tuple[int, ...] = (256, 512, 512, 10)  # MLP widths features,hidden...,classes;
-                                        # WxN repeats a width (256,64x48,10)
+    layers: tuple[int, ...] = DEFAULT_LAYERS  # MLP widths features,hidden...,classes;
+                                        # WxN repeats a width (256,64x48,10); with --data
+                                        # digits the default is 64,128,10
     batch_size: int = 64                # rows per worker per micro-batch
     steps: int = 300                    # total optimizer steps (a resumed run continues to it)
     lr: float = 0.05                    # base learning rate
@@ -119,10 +125,23 @@ class TrainConfig(ReducerFields):
         return "sync" if self.ps_mode == "ssp" and self.staleness == 0 else self.ps_mode
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
-        """Build the config from parsed flags (flag names = field names; other flags ignored)."""
+    def from_args(cls, args: argparse.Namespace, ranks: int | None = None) -> TrainConfig:
+        """Build the config from parsed flags (flag names = field names), checked for the job.
+
+        ``ranks`` is the job's size (default: ``MPI.COMM_WORLD``'s): what cannot take
+        effect on that many ranks is refused (``check_world``); a 1-rank job prints
+        ``ONE_RANK_NOTE`` once.
+        """
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in vars(args).items() if k in names})
+        cfg = cls(**{k: v for k, v in vars(args).items() if k in names})
+        if ranks is None:
+            from mpicomm.train.metrics import world
+
+            ranks = world().Get_size()
+        check_world(cfg, ranks)
+        if ranks == 1:  # the command line without mpiexec: say so, then run
+            print(ONE_RANK_NOTE, flush=True)
+        return cfg
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
@@ -166,6 +185,7 @@ def _validate(cfg: TrainConfig) -> None:
     if cfg.strategy not in valid:
         bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(valid)}")
     try:
+        _digits_layers(cfg)
         object.__setattr__(cfg, "layers", parse_layers(cfg.layers))
     except ValueError as exc:
         bad(str(exc))
@@ -216,6 +236,7 @@ def _validate(cfg: TrainConfig) -> None:
                 f"got {cfg.trace_steps!r}")
         if not cfg.trace:
             bad("--trace-steps needs --trace PATH")
+    _check_trace_window_in_run(cfg)
     _validate_ps_and_delays(cfg, bad)
     if cfg.nvtx:  # the package missing: one line and exit 2, before any message
         nvtx.require()
@@ -240,6 +261,22 @@ def _hold_reducer_options(cfg: TrainConfig, links: dict[str, Any]) -> None:
     object.__setattr__(cfg, "_reducer", opts)
     if cfg.crossover_bytes is not None:  # "1M" from Python: the parsed size
         object.__setattr__(cfg, "crossover_bytes", opts.crossover_bytes)
+
+
+def _check_trace_window_in_run(cfg: TrainConfig) -> None:
+    """--trace-steps A:B must start before --steps (else the trace is empty)."""
+    start = cfg.trace_window()[0] if cfg.trace_steps else 0
+    if start >= cfg.steps:
+        raise ConfigError(f"--trace-steps {cfg.trace_steps}: the run ends at step {cfg.steps}, "
+                          f"so nothing would be traced; use A < {cfg.steps}")
+
+
+def _digits_layers(cfg: TrainConfig) -> None:
+    """--data digits without --layers: 64 inputs and 10 classes (``data.DIGITS_LAYERS``)."""
+    from mpicomm.train.data import DIGITS, DIGITS_LAYERS
+
+    if cfg.data == DIGITS and parse_layers(cfg.layers) == DEFAULT_LAYERS:
+        object.__setattr__(cfg, "layers", DIGITS_LAYERS)
 
 
 def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
@@ -277,6 +314,60 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
         bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
 
 
+# --------------------------------------------------- checks needing the job's size
+ONE_RANK_NOTE = ("note: this is a 1-rank run (started without mpiexec?): no gradient is "
+                 "exchanged; launch more ranks with `mpiexec -n 4 python -m mpicomm train ...`")
+
+
+def check_world(cfg: TrainConfig, ranks: int) -> None:
+    """Raise ``ConfigError`` for a flag that cannot take effect on a job of ``ranks`` ranks.
+
+    Called on every rank with the same arguments, before any message, so every
+    rank refuses alike.
+    """
+    _check_straggler_ranks(cfg, ranks)
+    _check_ranks_per_node(cfg, ranks)
+    _check_rows_per_step(cfg, ranks)
+
+
+def _check_straggler_ranks(cfg: TrainConfig, ranks: int) -> None:
+    """--straggler RANK:MS must name a rank of this job."""
+    for part in cfg.straggler:
+        rank = int(part.partition(":")[0])
+        if rank >= ranks:
+            raise ConfigError(f"--straggler {part}: rank {rank} is not in this job of {ranks} "
+                              f"ranks (ranks 0..{ranks - 1})")
+
+
+def _check_ranks_per_node(cfg: TrainConfig, ranks: int) -> None:
+    """--ranks-per-node K must cut the job into equal simulated nodes."""
+    k = cfg.ranks_per_node
+    if k is not None and ranks % k:
+        fits = [d for d in range(1, ranks + 1) if ranks % d == 0]
+        raise ConfigError(f"--ranks-per-node {k} does not cut {ranks} ranks into equal nodes; "
+                          f"use one of {', '.join(map(str, fits))}")
+
+
+def workers_of(cfg: TrainConfig, ranks: int) -> int:
+    """Return the training workers of a ``ranks``-rank job: all but dedicated PS servers
+    (``--dedicated``, and always with ``--ps-mode``)."""
+    dedicated = cfg.strategy == "ps" and bool(cfg.dedicated or cfg.ps_mode) and ranks > cfg.servers
+    return ranks - cfg.servers if dedicated else ranks
+
+
+def _check_rows_per_step(cfg: TrainConfig, ranks: int) -> None:
+    """The synthetic set must hold one optimizer step's rows (the ``Shard`` rule, known early)."""
+    if cfg.data is not None:  # a file or digits: the shard checks once the rows are known
+        return
+    from mpicomm.train.data import DataError, check_rows_per_step
+
+    try:
+        check_rows_per_step(cfg.train_samples, cfg.batch_size, workers_of(cfg, ranks),
+                            cfg.accumulate)
+    except DataError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 # ------------------------------------------------------------ flags, generated
 def field_help(cls: type = TrainConfig) -> dict[str, str]:
     """Return each field's help (its trailing comment; inherited fields from their base)."""
@@ -284,6 +375,14 @@ def field_help(cls: type = TrainConfig) -> dict[str, str]:
 
 
 _DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
+
+QUICK_ENV = "MPICOMM_DOCS_QUICK"  # set to 1: train and compare default to QUICK_DEFAULTS
+QUICK_DEFAULTS = {"steps": 20, "eval_samples": 512}  # ints; tests/test_docs_commands.py
+
+
+def flag_defaults() -> dict[str, Any]:
+    """Return the flag defaults that differ from the fields': ``QUICK_DEFAULTS`` under QUICK_ENV."""
+    return dict(QUICK_DEFAULTS) if os.environ.get(QUICK_ENV, "") not in ("", "0") else {}
 
 
 def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
@@ -293,4 +392,5 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
     The reducer options' flags come from the same record (``ReducerFields``).
     ``single_run=False`` (compare) leaves out ``SINGLE_RUN_ONLY``.
     """
-    flags.add_flags(p, cls, skip=() if single_run else SINGLE_RUN_ONLY)
+    flags.add_flags(p, cls, skip=() if single_run else SINGLE_RUN_ONLY,
+                    defaults=flag_defaults())  # MPICOMM_DOCS_QUICK: the docs test's short runs

@@ -31,9 +31,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz", "digits", "DIGITS"]
+__all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz", "digits", "DIGITS",
+           "DIGITS_LAYERS", "check_rows_per_step"]
 
 DIGITS = "digits"  # the --data value naming the bundled digits set
+DIGITS_LAYERS = (64, 128, 10)  # its --layers when none are given: 64 pixels in, 10 classes out
 
 TEACHER_HIDDEN = 32
 _STREAM_TEACHER, _STREAM_INPUTS, _STREAM_SPLIT, _STREAM_EPOCH = 1, 2, 3, 4
@@ -202,6 +204,26 @@ def _check_xy(where, x, y, xn, yn, features, classes, dtype):
     return np.ascontiguousarray(x, dtype=dtype), y.astype(np.int64)
 
 
+def check_rows_per_step(rows: int, batch: int, workers: int, accumulate: int = 1) -> None:
+    """Refuse an optimizer step that needs more rows than the training split has.
+
+    One step reads ``batch × workers × accumulate`` rows; more than ``rows`` would
+    reuse rows inside one step. Raises ``DataError`` naming the flags to change.
+    """
+    need = batch * workers * accumulate
+    if need <= rows:
+        return
+    acc = f" × --accumulate {accumulate}" if accumulate > 1 else ""
+    fits = [f"--batch-size <= {rows // (workers * accumulate)}"] * (rows >= workers * accumulate)
+    if accumulate > 1 and rows >= batch * workers:
+        fits.append(f"--accumulate <= {rows // (batch * workers)}")
+    fix = "use " + " or ".join(fits) if fits else "use fewer workers or more data"
+    raise DataError(
+        f"batch too large for the shard: --batch-size {batch} per worker × {workers} workers"
+        f"{acc} = {need} rows per step, but the training set has {rows} rows; {fix}"
+    )
+
+
 class Shard:
     """Worker ``worker_rank``'s rows of every global batch, epoch after epoch.
 
@@ -221,7 +243,8 @@ class Shard:
         accumulate: micro-batches per optimizer step.
 
     Raises:
-        DataError: the global batch exceeds the training rows.
+        DataError: one optimizer step needs more rows than the training split has
+            (``check_rows_per_step``, the rule the config applies too).
     """
 
     def __init__(
@@ -229,18 +252,9 @@ class Shard:
         seed: int, xp: Any = np, accumulate: int = 1,
     ) -> None:
         n = len(x)
+        check_rows_per_step(n, batch, num_workers, accumulate)
         self.accumulate = accumulate
         self.global_batch = batch * num_workers * accumulate
-        if self.global_batch > n:
-            per = n // (num_workers * accumulate)
-            raise DataError(
-                f"batch too large for the shard: --batch-size {batch} per worker × "
-                f"{num_workers} workers"
-                + (f" × {accumulate} micro-batches" if accumulate > 1 else "")
-                + f" = {self.global_batch} rows per step, but the training set has {n} rows; "
-                f"use --batch-size <= {per}"
-                + (" or fewer --accumulate" if accumulate > 1 else "")
-            )
         self.xp, self.seed, self.batch = xp, seed, batch
         self.x, self.y = xp.asarray(x), xp.asarray(y)
         self.steps_per_epoch = n // self.global_batch  # the last partial batch is dropped

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.reducers import make_reducer
 from mpicomm.core import clock, nvtx
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
+from mpicomm.reducers import make_reducer
 from mpicomm.train import metrics, parallel_run, ps_setup, tensorboard, zero_setup
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (

@@ -126,14 +126,15 @@ CASES = [["ring", {}], ["hierarchical", {"ranks_per_node": 2}], ["ps", {}]]
 CODECS = "fp16,int8,topk:0.1,topk:0.05:noef"
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3, 5])
+@pytest.mark.parametrize("nranks", [1, 2, 3, pytest.param(5, marks=pytest.mark.slow)])
 def test_recursive_doubling_compresses_through_its_wire(nranks):
     res = run_script(nranks, "check_codecs.py", json.dumps([["recursive_doubling", {}]]),
                      "fp16,int8", "--lengths", "1,7,1001,4099", timeout=240)
     res.expect_ok()
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nranks", [1, 2, 3, *(pytest.param(n, marks=pytest.mark.slow)
+                                               for n in (4, 5))])  # 4-5 ranks: 8-12 CPU-s
 def test_compressed_reductions_match_numpy_within_the_bound(nranks):
     cases = CASES + ([["ps", {"servers": 2}], ["hierarchical", {"ranks_per_node": 3}]]
                      if nranks > 2 else [])

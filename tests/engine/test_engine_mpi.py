@@ -42,10 +42,12 @@ def _agreement(tmp_path, slow):
         assert err < tol, f"{label}: {err:.3g} from the single-allreduce loop"
 
 
+@pytest.mark.slow
 def test_every_strategy_bucket_size_and_overlap_matches_the_single_allreduce_loop(tmp_path):
     _agreement(tmp_path, slow=0.0)
 
 
+@pytest.mark.slow
 def test_a_slowed_backward_with_tiny_buckets_sends_nothing_early(tmp_path):
     """Each layer's backward finishes 20 ms after the previous one: a bucket sent before its
     last layer is written would carry stale gradients and the params would differ."""

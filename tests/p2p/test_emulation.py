@@ -168,7 +168,7 @@ def test_intra_node_messages_are_untouched():
             assert r["msgs"] == ([3, 0] if r["rank"] == 0 else [0, 3])
 
 
-@pytest.mark.parametrize("nranks", [3, 4])
+@pytest.mark.parametrize("nranks", [3, pytest.param(4, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("strategy,options", STRATEGY_CASES, ids=str)
 def test_collectives_exact_with_emulation(strategy, options, nranks):
     opts = {"ranks_per_node": 2, **options, "inter_link": "1us,10GB/s"}

@@ -64,6 +64,7 @@ def test_async_records_staleness_and_shuts_down(tmp_path):
     assert rec["ps_momentum"] == "lookahead"  # the default rule of async servers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["async", "ssp"])
 def test_verdict_series_and_history_follow_time(tmp_path, mode):
     """s per global batch (W pushes in time order) agrees with samples/s; history's clock grows."""
@@ -118,6 +119,7 @@ def _run_json(nranks, tmp_path, name, *flags):
     return json.loads(out.read_text())["results"][0]
 
 
+@pytest.mark.slow  # 11 CPU-s
 def test_sync_checkpoint_resume_is_bitwise(tmp_path):
     """20 steps straight = 10, checkpoint (servers' momentum included), resume to 20."""
     ck, ps = str(tmp_path / "ck.npz"), ["--strategy", "ps", "--ps-mode", "sync", "--servers", "2"]

@@ -14,7 +14,8 @@ LENGTHS = "1,2,p-1,1000,1000003"
 
 
 @pytest.mark.parametrize("variant", ["reduce_scatter", "leader"])
-@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nranks", [1, 2, 3, *(pytest.param(n, marks=pytest.mark.slow)
+                                               for n in (4, 5))])  # 4-5 ranks: the slow tier
 def test_hierarchical_matches_numpy(nranks, variant):
     opts = json.dumps({"ranks_per_node": 2, "variant": variant})
     res = run_script(
@@ -24,7 +25,8 @@ def test_hierarchical_matches_numpy(nranks, variant):
 
 
 @pytest.mark.parametrize("variant", ["reduce_scatter", "leader"])
-@pytest.mark.parametrize("nranks,ranks_per_node", [(3, 1), (4, 3), (5, 3), (5, 5), (5, 4)])
+@pytest.mark.parametrize("nranks,ranks_per_node", [(3, 1), (4, 3), *(
+    pytest.param(5, k, marks=pytest.mark.slow) for k in (3, 5, 4))])
 def test_hierarchical_node_shapes(nranks, ranks_per_node, variant):
     opts = json.dumps({"ranks_per_node": ranks_per_node, "variant": variant})
     res = run_script(

@@ -8,7 +8,7 @@ from mpicomm.reducers.recursive_doubling import fold_plan
 LENGTHS = "1,2,p-1,1000,1000003"
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4, pytest.param(5, marks=pytest.mark.slow)])
 def test_recursive_doubling_matches_numpy(nranks):
     res = run_script(
         nranks, "check_reducer.py", "recursive_doubling", "{}", "--lengths", LENGTHS, timeout=180

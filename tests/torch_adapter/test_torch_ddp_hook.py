@@ -22,6 +22,7 @@ RUNS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_hook_matches_ddp_gloo_allreduce(nranks):
     res = run_script(nranks, "torch_ddp_agree.py", STEPS, json.dumps(RUNS), timeout=240)

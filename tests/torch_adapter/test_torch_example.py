@@ -10,6 +10,7 @@ pytest.importorskip("sklearn")
 from mpi_harness import ROOT, run_mpi  # noqa: E402
 
 
+@pytest.mark.slow
 def test_torch_ddp_example(tmp_path):
     out = tmp_path / "ddp.json"
     res = run_mpi(2, [str(ROOT / "experiments" / "torch_ddp.py"), "--strategy", "gloo,ring",

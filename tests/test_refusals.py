@@ -1,0 +1,104 @@
+"""Flags that cannot take effect are refused in one line with exit code 2 on every rank, before
+any message; a 1-rank run says what it is (issue 19, item 6: each case run as quoted)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mpi_harness import run_mpi
+
+from mpicomm.train.config import ONE_RANK_NOTE, ConfigError, TrainConfig, check_world
+from mpicomm.train.data import DataError, Shard, check_rows_per_step
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("nranks, args, message", [
+    (2, ["--straggler", "7:20"], "--straggler 7:20: rank 7 is not in this job of 2 ranks"),
+    (2, ["--trace", "{tmp}/t.json", "--trace-steps", "500:510", "--steps", "20"],
+     "--trace-steps 500:510: the run ends at step 20, so nothing would be traced"),
+    (4, ["--ranks-per-node", "3"], "--ranks-per-node 3 does not cut 4 ranks into equal nodes"),
+    (2, ["--accumulate", "1000"], "× --accumulate 1000 = 128000 rows per step, but the training "
+     "set has 16384 rows"),
+    (2, ["--batch-size", "10000"], "--batch-size 10000 per worker × 2 workers = 20000 rows"),
+])
+def test_refused_in_one_line_with_exit_2(tmp_path, nranks, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    res = run_mpi(nranks, ["-m", "mpicomm", "train", *args], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count(message) == 1, res.tail()  # once, by rank 0
+    assert "Traceback" not in out and "Abort" not in out, res.tail()
+    assert not (tmp_path / "t.json").exists()  # refused before anything was opened
+
+
+def test_one_rule_for_the_rows_of_a_step():
+    """The config (known rows) and the shard (loaded rows) apply the same check."""
+    check_rows_per_step(16384, 64, 2, 128)  # exactly the set: fine
+    with pytest.raises(DataError, match="= 16512 rows per step"):
+        check_rows_per_step(16384, 64, 2, 129)
+    with pytest.raises(ConfigError, match="--accumulate <= 128"):
+        check_world(TrainConfig(accumulate=1000), 2)
+    with pytest.raises(DataError, match="--accumulate <= 2"):
+        import numpy as np
+
+        Shard(np.zeros((10, 2), np.float32), np.zeros(10, np.int64), batch=2, worker_rank=0,
+              num_workers=2, seed=0, accumulate=3)
+    check_world(TrainConfig(accumulate=1000, data="digits"), 2)  # rows known at set-up only
+
+
+def test_world_checks_accept_what_fits():
+    check_world(TrainConfig(straggler=("1:20",), ranks_per_node=2), 4)
+    check_world(TrainConfig(strategy="ps", dedicated=True, servers=1, batch_size=8192), 2)
+    check_world(TrainConfig(strategy="ps", ps_mode="async", servers=1, batch_size=8192), 2)
+    with pytest.raises(ConfigError, match="8193 per worker × 2 workers"):
+        check_world(TrainConfig(strategy="ps", dedicated=True, servers=1, batch_size=8193), 3)
+    with pytest.raises(ConfigError, match="--straggler 4:5"):
+        check_world(TrainConfig(straggler=("4:5",)), 4)
+    with pytest.raises(ConfigError, match="use one of 1, 2, 3, 6"):
+        check_world(TrainConfig(ranks_per_node=4), 6)
+
+
+def test_digits_picks_its_own_layers():
+    assert TrainConfig(data="digits").layers == (64, 128, 10)
+    assert TrainConfig(data="digits", layers="64,32,10").layers == (64, 32, 10)
+    assert TrainConfig().layers == (256, 512, 512, 10)
+
+
+def _cli(*args, timeout=120):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "mpicomm", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_train_without_mpiexec_says_it_is_one_rank():
+    res = _cli("train", "--layers", "16,8,4", "--train-samples", "256", "--test-samples", "32",
+               "--eval-samples", "64", "--steps", "3", "--log-every", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count(ONE_RANK_NOTE) == 1, res.stdout
+    assert "mpiexec -n" in ONE_RANK_NOTE
+
+
+def test_bench_on_one_rank_gives_no_verdicts():
+    res = _cli("bench", "--strategies", "native,ring,recursive_doubling", "-b", "4K", "-e", "64K",
+               "-f", "4", "-n", "5", "-w", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = [line for line in res.stdout.splitlines() if line and not line.startswith("#")]
+    assert len(rows) == 9, res.stdout
+    assert not any(line.rstrip().endswith(("*", "~")) for line in rows), res.stdout
+    assert "1 rank: every allreduce is a local copy" in res.stdout
+    assert " faster at " not in res.stdout  # no pairwise winners either
+
+
+def test_torch_example_without_torch_says_so_once(tmp_path):
+    """experiments/torch_ddp.py with torch missing: one line naming the CPU wheel, exit 2."""
+    (tmp_path / "torch").mkdir()  # a torch that fails to import, also where torch is installed
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    res = run_mpi(2, [str(ROOT / "experiments" / "torch_ddp.py"), "--strategy", "ring"],
+                  timeout=60, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("torch is not installed: pip install torch") == 1, res.tail()
+    assert "Traceback" not in out and "ModuleNotFoundError" not in out, res.tail()
