@@ -112,7 +112,7 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
     for command in ("train", "compare", "bench", "model"):
         args = parser.parse_args([command, *flags])
         assert {k: getattr(args, k) for k in want} == want, command
-    cfg = TrainConfig.from_args(parser.parse_args(["train", *flags]))
+    cfg = TrainConfig.from_args(parser.parse_args(["train", *flags]), ranks=4)
     assert isinstance(cfg.reducer, ReducerOptions)   # held, checked and parsed once
     assert cfg.reducer.compress == "topk:0.5" and cfg.reducer.inter_link.bandwidth == 1e9
     opts = cfg.reducer_options()
