@@ -77,19 +77,37 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
 CODEC_PREFIX = "codec_state__"  # checkpoint keys of the reducer's codec error-feedback arrays
 
 
-def codec_state_arrays(reducer: Any) -> dict[str, np.ndarray]:
-    """Return the reducer's codec state (``codec_state()``, if it has one) as checkpoint arrays.
+def codec_state_arrays(reducer: Any, comm: Any) -> dict[str, np.ndarray]:
+    """Gather every rank's codec state (``codec_state()``) to rank 0 as checkpoint arrays.
 
-    Error feedback (top-k residuals) is part of the optimizer's state: without it a
-    resumed run differs from one that went straight through.
+    Error feedback (top-k residuals) is part of the optimizer's state, and each rank
+    keeps its own (the part of its gradient it has not sent yet): without every rank's
+    residuals a resumed run differs from one that went straight through. Collective
+    over ``comm`` when the reducer keeps codec state (the same answer on every rank:
+    the same ``compress``); rank 0 gets ``codec_state__r{rank}__{key}`` arrays, the
+    others ``{}``. Keys and shapes agree across ranks (the same buckets were reduced).
     """
     get = getattr(reducer, "codec_state", None)
-    if get is None:
+    state = get() if get is not None else {}
+    keys = sorted(state)
+    if not keys:
         return {}
-    return {CODEC_PREFIX + str(k): np.asarray(v) for k, v in get().items()}
+    parts = [np.ascontiguousarray(state[k]).ravel() for k in keys]
+    mine = np.concatenate(parts)
+    size, rank = comm.Get_size(), comm.Get_rank()
+    every = np.empty((size, mine.size), dtype=mine.dtype) if rank == 0 else None
+    comm.Gather(mine, every, root=0)
+    if rank != 0:
+        return {}
+    out, offsets = {}, np.cumsum([0] + [p.size for p in parts])
+    for r in range(size):
+        for k, lo, hi in zip(keys, offsets[:-1], offsets[1:], strict=True):
+            out[f"{CODEC_PREFIX}r{r}__{k}"] = every[r, lo:hi].reshape(np.shape(state[k]))
+    return out
 
 
-def restore_codec_state(ck: dict) -> dict[str, np.ndarray] | None:
-    """Return the codec state saved in checkpoint ``ck`` (None when it holds none)."""
-    state = {k[len(CODEC_PREFIX):]: v for k, v in ck.items() if k.startswith(CODEC_PREFIX)}
+def restore_codec_state(ck: dict, rank: int) -> dict[str, np.ndarray] | None:
+    """Return rank ``rank``'s codec state saved in checkpoint ``ck`` (None when it holds none)."""
+    head = f"{CODEC_PREFIX}r{rank}__"
+    state = {k[len(head):]: v for k, v in ck.items() if k.startswith(head)}
     return state or None

@@ -221,7 +221,7 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
-        job.codec_state = restore_codec_state(ck)
+        job.codec_state = restore_codec_state(ck, world.comm.Get_rank())
     return job
 
 
@@ -301,9 +301,11 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         out["ends"][i] = t5 - origin
         if rec is not None:
             rec.complete(f"step {step}", "step", t0, t5, thread="training")
-        if _checkpoint_due(cfg, step) and world.worker_rank == 0:                # 5c.
-            engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
-            _save(cfg, world, job, step)
+        if _checkpoint_due(cfg, step):                                           # 5c.
+            codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
+            if world.worker_rank == 0:
+                engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
+                _save(cfg, world, job, step, codec)
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
         nvtx.pop()
@@ -368,12 +370,13 @@ def _checkpoint_due(cfg: TrainConfig, step: int) -> bool:
     return bool(cfg.checkpoint) and due
 
 
-def _save(cfg: TrainConfig, world: World, job: Job, step: int) -> None:
+def _save(cfg: TrainConfig, world: World, job: Job, step: int,
+          codec: dict[str, np.ndarray]) -> None:
     save_checkpoint(
         cfg.checkpoint, params=_host(job.model.params), momentum=_host(job.velocity),
         step=step + 1, **job.shard.state(), layers=np.array(cfg.layers), dtype=cfg.dtype,
         seed=cfg.seed, global_batch=world.global_batch, data_source=job.ds.source,
-        strategy=cfg.strategy, **codec_state_arrays(world.reducer),
+        strategy=cfg.strategy, **codec,
     )
 
 
