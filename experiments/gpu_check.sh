@@ -123,11 +123,14 @@ fi
 
 # 6. train --device gpu: every strategy, then every codec where the strategy takes it
 TRAIN=(-m mpicomm train --device gpu --steps 20 --log-every 0 --ranks-per-node 1)
-for s in native ring recursive_doubling auto hierarchical ps; do
+for s in native ring hierarchical ps recursive_doubling auto tree; do
   step "train-$s" 60 "$MPIEXEC" -n $NP "$PY" "${TRAIN[@]}" --strategy "$s"
 done
+# the strategies each codec runs on (each reducer's `compressions`; tests/test_gpu_check.py)
 for c in fp16 int8 topk:0.01; do
-  for s in ring hierarchical ps; do
+  takers="ring hierarchical ps"
+  [ "$c" = topk:0.01 ] || takers="$takers recursive_doubling"
+  for s in $takers; do
     step "train-$s-${c%%:*}" 60 "$MPIEXEC" -n $NP "$PY" "${TRAIN[@]}" --strategy "$s" --compress "$c"
   done
 done
