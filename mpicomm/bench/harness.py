@@ -35,7 +35,6 @@ import csv
 import json
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -46,10 +45,12 @@ from mpicomm.bench import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
 from mpicomm.bench.crossover import crossover_lines
 from mpicomm.codecs import make_reducer
+from mpicomm.core import clock
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import HIERARCHICAL_VARIANTS
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable
+from mpicomm.p2p import virtual
 from mpicomm.reducers import strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
@@ -167,11 +168,11 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
                 for _ in range(cfg.warmup):
                     test.run(buf)
                 # 2. timed calls, one by one
-                comm.Barrier()
+                virtual.barrier(comm)  # under the virtual clock, also one start time
                 for i in range(rnd * n, (rnd + 1) * n):
-                    t0 = time.perf_counter()
+                    t0 = clock.now()
                     test.run(buf)
-                    times[k, i] = time.perf_counter() - t0
+                    times[k, i] = clock.now() - t0
         # the slowest rank's time per call: one reduction, outside the timed loops
         comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
         # 3. check against the expectation, on fresh inputs
@@ -300,6 +301,12 @@ def add_link_arguments(p: argparse.ArgumentParser) -> None:
                         "(or MPICOMM_INTER_LINK; native cannot be emulated)")
     p.add_argument("--intra-link", default=None, metavar="LATENCY,BANDWIDTH",
                    help="emulate the links inside a node (or MPICOMM_INTRA_LINK)")
+    p.add_argument("--clock", choices=("wall", "virtual"), default=None,
+                   help="wall | virtual (compute = CPU time, messages by the link model; "
+                        "docs/virtual_clock.md); default: virtual with emulated nodes "
+                        "(--ranks-per-node and a link)")
+    p.add_argument("--compute-scale", type=float, default=1.0,
+                   help="virtual clock: multiplies the compute's CPU time")
 
 
 def reducer_options(args: argparse.Namespace) -> dict:
@@ -308,7 +315,8 @@ def reducer_options(args: argparse.Namespace) -> dict:
             "servers": args.servers, "dedicated": args.dedicated,
             "crossover_bytes": args.crossover_bytes, "validate": args.validate,
             "inter_link": args.inter_link, "intra_link": args.intra_link,
-            "compress": args.compress}
+            "compress": args.compress, "clock": args.clock,
+            "compute_scale": args.compute_scale}
 
 
 def emulation_note(options: dict) -> str | None:

@@ -112,10 +112,21 @@ def guarded(fn, *args, **kwargs):
         MPI.COMM_WORLD.Abort(1)
 
 
+def _run(module, args: argparse.Namespace):
+    """Install the clock the flags ask for (``--clock``, train/compare/bench/model), then run."""
+    if hasattr(args, "compute_scale"):
+        from mpicomm.p2p import virtual
+
+        virtual.install_for(getattr(args, "clock", None), args.compute_scale,
+                            getattr(args, "ranks_per_node", None), args.inter_link,
+                            args.intra_link)
+    return module.run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command on every rank."""
     parser = build_parser()
     args = parser.parse_args(argv)
     module = importlib.import_module(args._module)
-    rc = guarded(module.run, args)
+    rc = guarded(_run, module, args)
     return int(rc or 0)

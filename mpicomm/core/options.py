@@ -15,9 +15,11 @@ from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 
-__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress"]
+__all__ = ["ReducerOptions", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress",
+           "CLOCKS"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
+CLOCKS = ("wall", "virtual")
 
 # gradient compression (mpicomm.codecs): the spellings of ReducerOptions.compress
 CODECS = ("none", "fp16", "int8", "topk:RATIO", "topk:RATIO:noef")
@@ -93,6 +95,11 @@ class ReducerOptions:
             ``"fp16"``, ``"int8"``, ``"topk:RATIO"`` or ``"topk:RATIO:noef"``; stored
             normalised. Only ``mpicomm.make_reducer`` (``mpicomm.codecs``) builds
             compressed reducers.
+        clock: ``"virtual"`` installs the virtual clock for this process when the
+            reducer is built (``mpicomm.p2p.virtual``: compute = thread CPU time x
+            ``compute_scale``, messages by the link model of ``inter_link`` /
+            ``intra_link``); ``"wall"`` or None (default) leaves the process's clock.
+        compute_scale: virtual clock: multiplies the compute's CPU time (> 0).
     """
 
     ranks_per_node: int | None = None
@@ -105,6 +112,8 @@ class ReducerOptions:
     inter_link: str | LinkSpec | None = None
     intra_link: str | LinkSpec | None = None
     compress: str = "none"
+    clock: str | None = None
+    compute_scale: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
@@ -133,6 +142,11 @@ class ReducerOptions:
         codec, ratio, ef = parse_compress(self.compress)
         spelled = codec if ratio is None else f"topk:{ratio:g}" + ("" if ef else ":noef")
         object.__setattr__(self, "compress", spelled)
+        if self.clock is not None and self.clock not in CLOCKS:
+            raise ConfigError(f"unknown clock {self.clock!r}; valid: {', '.join(CLOCKS)}")
+        cs = self.compute_scale
+        if isinstance(cs, bool) or not isinstance(cs, (int, float)) or not 0 < cs < float("inf"):
+            raise ConfigError(f"compute_scale must be a number > 0, got {cs!r}")
 
     @property
     def emulated(self) -> bool:

@@ -42,7 +42,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from mpicomm.ps import protocol as P
 from mpicomm.ps.lookahead import LookAheadMomentum
@@ -97,13 +96,11 @@ class PSServer:
     # ------------------------------------------------------------ the loop
     def serve(self) -> dict:
         """Apply pushes and answer pulls until every worker is done; return this server's counts."""
-        comm, p2p, st = self.p2p.comm, self.p2p, MPI.Status()
+        p2p = self.p2p
         hdr = np.zeros(4, dtype=np.float64)
         index = {r: i for i, r in enumerate(self.layout.workers)}
         while not self.done.all():
-            comm.Recv(hdr, MPI.ANY_SOURCE, P.TAG_HEADER, st)   # arrival order
-            src = st.Get_source()
-            p2p.account(0, hdr.nbytes)
+            src = p2p.recv_any(hdr, P.TAG_HEADER)   # arrival order
             i = index[src]
             if hdr[0] == P.CMD_DONE:
                 self.done[i] = True

@@ -99,6 +99,10 @@ class TrainConfig:
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
     compress: str = "none"              # reducer: gradient compression on the wire: none | fp16
                                         # | int8 | topk:RATIO[:noef] (docs/compression.md)
+    clock: str | None = None            # wall | virtual (compute = CPU time, messages by the
+                                        # link model; docs/virtual_clock.md); default: virtual
+                                        # with emulated nodes (--ranks-per-node and a link)
+    compute_scale: float = 1.0          # virtual clock: multiplies the compute's CPU time
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -118,7 +122,9 @@ class TrainConfig:
         """Return the ``make_reducer`` keyword options of this run."""
         opts: dict[str, Any] = {"ranks_per_node": self.ranks_per_node, "variant": self.variant,
                                 "servers": self.servers, "dedicated": self.dedicated,
-                                "compress": self.compress}
+                                "compress": self.compress, "compute_scale": self.compute_scale}
+        if self.clock is not None:
+            opts["clock"] = self.clock
         if self.validate is not None:  # None: the reducer's default (MPICOMM_VALIDATE, else on)
             opts["validate"] = self.validate
         for name in ("inter_link", "intra_link"):  # None: MPICOMM_*_LINK, else not emulated
