@@ -399,14 +399,15 @@ def thread_level_record(args: argparse.Namespace) -> dict:
 
 
 def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str | None,
-              printer=None, described: dict | None = None) -> list[dict]:
+              printer=None, described: dict | None = None, judge: bool = True) -> list[dict]:
     """Sweep every strategy in ``names`` (baseline first); collective over ``COMM_WORLD``.
 
     Strategies active on every rank are swept together, taking turns at each
     size; one with inactive ranks (dedicated servers, which serve meanwhile) is
     swept on its own afterwards. Returns all records on every rank, with
     ``vs_baseline`` when the baseline ran; ``printer(row)`` sees each row once;
-    ``described``, if given, receives each strategy's ``describe()`` (rank 0's view).
+    ``described``, if given, receives each strategy's ``describe()`` (rank 0's view);
+    ``judge=False`` leaves every ``vs_verdict`` unset (timings the scheduler decides).
     """
     world = MPI.COMM_WORLD
     dtype = np.dtype(DTYPES[cfg.dtype])
@@ -430,6 +431,8 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
         if row["strategy"] == baseline:
             base[row["bytes"]] = row
         _vs_baseline(row, base.get(row["bytes"]), cfg.seed)
+        if not judge:
+            row["vs_verdict"] = None
         if printer is not None and comm.Get_rank() == 0:
             printer(row)
 
@@ -523,7 +526,8 @@ def run(args: argparse.Namespace) -> int:
         print(HEADER, flush=True)
     described: dict = {}
     rows = run_bench(names, options, cfg, args.baseline,
-                     printer=lambda row: print(format_row(row), flush=True), described=described)
+                     printer=lambda row: print(format_row(row), flush=True), described=described,
+                     judge=sharing is None)
     if root:
         for name in names:
             mine = [r for r in rows if r["strategy"] == name]
@@ -540,6 +544,8 @@ def run(args: argparse.Namespace) -> int:
     if root:
         lines, crossings = crossover_lines(rows, names, world.Get_size(), params, options,
                                            cfg.seed)
+        if sharing:  # no crossover claims either: the scheduler decided the timings
+            lines, crossings = [f"# {sharing}"], []
         for line in lines:
             print(line)
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),

@@ -206,8 +206,9 @@ def run(args: argparse.Namespace) -> int:
 def _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing) -> None:
     """Rank 0: the table, the verdict and reading, the legend, and --json."""
     lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed)
-    if sharing:
-        lines.append(sharing)
+    if sharing:  # the scheduler decided these timings: no "beats", one line says why
+        lines = [ln for ln in lines if not ln.startswith(("verdict:", "noise floor:"))]
+        lines.insert(0, sharing)
     print()
     print(T.format_table(records))
     print()

@@ -205,3 +205,49 @@ def test_virtual_clock_timelines_are_per_thread_and_skip_mpi_time():
     assert c.now() - t0 > 0  # compute is charged (x scale)
     with pytest.raises(ValueError):
         VirtualClock(0)
+
+
+def test_no_verdict_line_under_wall_clock_sharing_cores_and_none_under_virtual():
+    from mpicomm.bench.verdict import cpu_sharing_warning
+    from mpicomm.core import clock
+    from mpicomm.core.clock import VirtualClock
+
+    line = cpu_sharing_warning(8, cores=2)
+    assert line.startswith("no verdict") and "--clock virtual" in line
+    assert cpu_sharing_warning(2, cores=2) is None
+    clock.set_source(VirtualClock(1.0).now, "virtual")
+    try:
+        assert cpu_sharing_warning(8, cores=2) is None
+    finally:
+        clock.reset()
+
+
+def test_default_clock_is_virtual_for_emulated_nodes_only(monkeypatch):
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.p2p.virtual import default_clock, install_for
+
+    monkeypatch.delenv("MPICOMM_INTER_LINK", raising=False)
+    monkeypatch.delenv("MPICOMM_INTRA_LINK", raising=False)
+    assert default_clock(2, "20us,1GB/s", None) == "virtual"
+    assert default_clock(None, "20us,1GB/s", None) == "wall"
+    assert default_clock(2, None, None) == "wall"
+    monkeypatch.setenv("MPICOMM_INTER_LINK", "20us,1GB/s")
+    assert default_clock(1, None, None) == "virtual"
+    with pytest.raises(ConfigError):
+        install_for("sundial", 1.0, None, None, None)
+    with pytest.raises(ConfigError):
+        install_for("virtual", 0.0, None, None, None)
+    assert install_for("wall", 1.0, 2, None, None) == "wall"
+
+
+def test_collective_formulas():
+    from mpicomm.p2p.virtual import collective_seconds
+
+    a, b = 1e-5, 1e-9
+    assert collective_seconds("allreduce", 1 << 20, 1, a, b) == 0
+    assert collective_seconds("allreduce", 8, 4, a, b) == pytest.approx(2 * (a + 8 * b))
+    n = 1 << 20
+    assert collective_seconds("allreduce", n, 4, a, b) == pytest.approx(4 * a + 1.5 * n * b)
+    assert collective_seconds("allgather", 24, 8, a, b) == pytest.approx(3 * a + 7 * 24 * b)
+    with pytest.raises(ValueError):
+        collective_seconds("alltoall", 8, 4, a, b)
