@@ -170,8 +170,12 @@ class Transport:
         if rec is not None:
             rec.complete("recv", "p2p", t0, clock.now(), peer=source, bytes=buf.nbytes)
 
-    def recv_any(self, buf: Any, tag: int) -> int:
-        """Blocking receive into ``buf`` from any source (arrival order); return the source."""
+    def recv_any(self, buf: Any, tag: int, sources: Any = None) -> int:
+        """Blocking receive into ``buf`` from any source (arrival order); return the source.
+
+        ``sources``: the ranks that may still send on ``tag`` before this rank answers
+        any of them (the virtual transport serves the earliest in virtual time among
+        them); ignored here."""
         rec = trace.active()
         t0 = clock.now() if rec is not None else 0.0
         st = MPI.Status()

@@ -164,6 +164,7 @@ class VirtualTransport(Transport):
         self._recv_free = [0.0, 0.0]
         self._spare: list[np.ndarray] = []
         self._max = np.zeros(1, dtype=np.float64)
+        self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
     def describe(self) -> dict:
         d = super().describe()
@@ -253,18 +254,25 @@ class VirtualTransport(Transport):
     def recv(self, buf: Any, source: int, tag: int) -> None:
         self.waitall([self.irecv(buf, source, tag)])
 
-    def recv_any(self, buf: Any, tag: int) -> int:
+    def recv_any(self, buf: Any, tag: int, sources: Any = None) -> int:
+        """Receive from any source, in virtual order: with ``sources`` (the ranks that may
+        still send on ``tag`` before this rank answers one of them), hold messages until
+        each of them has one here, then take the earliest departure (conservative: a
+        sender's later messages depart later). Without ``sources``: arrival order."""
         clk = self.clock
         t0 = clk.enter()
         at = 0.0
         try:
-            st = MPI.Status()
-            self.comm.Recv(buf, MPI.ANY_SOURCE, tag, st)
-            src = st.Get_source()
-            stamp = self._stamp()
-            self.stamps.Recv(stamp, src, tag)
-            at = self._arrive(float(stamp[0]), buf.nbytes, src)
-            self._spare.append(stamp)
+            held = self._held.setdefault(tag, {})
+            want = [] if sources is None else [int(r) for r in sources]
+            while not want and not any(held.values()) or any(not held.get(r) for r in want):
+                self._hold(buf, tag, held)
+            ready = [(q[0][0], r) for r, q in held.items() if q and (not want or r in want)]
+            if not ready:  # a message from a rank outside ``sources``: take it
+                ready = [(q[0][0], r) for r, q in held.items() if q]
+            depart, src = min(ready)
+            buf[...] = held[src].pop(0)[1]
+            at = self._arrive(depart, buf.nbytes, src)
         finally:
             t1 = clk.leave(at)
         self._count_recv(buf.nbytes, src)
@@ -272,6 +280,16 @@ class VirtualTransport(Transport):
         if rec is not None:
             rec.complete("recv", "p2p", t0, t1, peer=src, bytes=buf.nbytes)
         return src
+
+    def _hold(self, buf: Any, tag: int, held: dict) -> None:
+        """Receive one message of ``tag`` from any source and its stamp; keep a copy."""
+        st = MPI.Status()
+        self.comm.Recv(buf, MPI.ANY_SOURCE, tag, st)
+        src = st.Get_source()
+        stamp = self._stamp()
+        self.stamps.Recv(stamp, src, tag)
+        held.setdefault(src, []).append((float(stamp[0]), buf.copy()))
+        self._spare.append(stamp)
 
     # ---------------------------------------------------------- collectives
     def collective(self, kind: str, nbytes: int, remote: bool, comm: MPI.Comm, fn: Any,

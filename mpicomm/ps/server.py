@@ -98,9 +98,13 @@ class PSServer:
         """Apply pushes and answer pulls until every worker is done; return this server's counts."""
         p2p = self.p2p
         hdr = np.zeros(4, dtype=np.float64)
+        workers = np.asarray(self.layout.workers)
         index = {r: i for i, r in enumerate(self.layout.workers)}
         while not self.done.all():
-            src = p2p.recv_any(hdr, P.TAG_HEADER)   # arrival order
+            # arrival order; the virtual clock takes the earliest in virtual time among the
+            # workers that may send (not done, not waiting for a reply)
+            may_send = workers[~(self.done | self.pending | self.arrived)]
+            src = p2p.recv_any(hdr, P.TAG_HEADER, may_send)
             i = index[src]
             if hdr[0] == P.CMD_DONE:
                 self.done[i] = True

@@ -129,7 +129,7 @@ class Reducer:
         ch = self.stall_channel
         if ch is None:
             return self._checked_allreduce(buf, op, t0)
-        call = ch.begin(self.name, t0 if clock.virtual() is None else None)  # stall: wall time
+        call = ch.begin(self.name, t0)
         try:
             return self._checked_allreduce(buf, op, t0)
         finally:

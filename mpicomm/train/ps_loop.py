@@ -28,7 +28,7 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.core.topology import node_map
-from mpicomm.p2p import make_transport, stall
+from mpicomm.p2p import make_transport, stall, virtual
 from mpicomm.ps import PSServer, PSWorker, layout
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.reducers.stats import ReduceStats
@@ -86,7 +86,7 @@ def run_ps_training(cfg: Any, comm: Any, *, verbose: bool = True,
         + (f" | staleness bound {cfg.staleness}" if cfg.ps_mode == "ssp" else "")
         + (f" | resumed at step {job.start_step}" if cfg.resume else ""))
     budget = None if mode == "sync" else cfg.steps * W
-    comm.Barrier()  # one start: workers' step-end times share an origin (the verdict's series)
+    virtual.barrier(comm)  # one start (virtual clock: the latest): step ends share an origin
     if world.is_worker:                                                      # 3.
         out, counts = _work(cfg, world, job, role, transport, mode), None
     else:

@@ -251,3 +251,37 @@ def test_collective_formulas():
     assert collective_seconds("allgather", 24, 8, a, b) == pytest.approx(3 * a + 7 * 24 * b)
     with pytest.raises(ValueError):
         collective_seconds("alltoall", 8, 4, a, b)
+
+
+RECV_ANY = """
+import time
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+clk = virtual.install(1e-9, inter_link="10us,1GB/s")
+t = make_transport(comm, node_map(comm, 1))
+buf = np.zeros(4)
+if me == 0:  # a server taking headers from any source
+    order = [t.recv_any(buf, 9, [1, 2]), t.recv_any(buf, 9, [1])]  # 2 sends no more
+    report(ok=True, order=order, got=float(buf[0]))
+else:
+    if me == 1:
+        clk.charge(1.0)       # late in virtual time, first in real time
+    else:
+        time.sleep(0.5)       # early in virtual time, late in real time
+    buf[:] = me
+    t.send(buf, 0, 9)
+    report(ok=True)
+"""
+
+
+def test_recv_any_serves_the_earliest_virtual_departure_first():
+    res = run_mpi(3, ["-c", RECV_ANY], timeout=60).expect_ok()
+    rec = {r["rank"]: r for r in res.records}
+    assert rec[0]["order"] == [2, 1] and rec[0]["got"] == 1.0
