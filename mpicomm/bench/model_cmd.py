@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
     if clock.virtual() is not None:  # the virtual clock's link model, both classes
-        model = virtual.installed_model().with_links(opts.inter_link, opts.intra_link)
-        params = with_emulated_links(params, model.inter, model.intra)
+        params = virtual.model_params(params)
     else:
         params = with_emulated_links(params, opts.inter_link, opts.intra_link)
     p = world.Get_size()

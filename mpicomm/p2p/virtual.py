@@ -47,7 +47,7 @@ from mpicomm.p2p.transport import Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
            "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
-           "barrier"]
+           "barrier", "model_params"]
 
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
@@ -345,3 +345,20 @@ def barrier(comm: MPI.Comm) -> None:
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
     finally:
         clk.leave(float(t[0]))
+
+
+def model_params(params: Any) -> Any:
+    """``params`` (``costmodel.formulas.ModelParams``, measured here) with both link classes
+    exactly the installed link model's, as the virtual clock charges them: the host's own
+    links no longer bound them (the γ of reductions stays measured)."""
+    from dataclasses import replace as copy
+
+    from mpicomm.costmodel.formulas import emulated_link
+
+    links = {}
+    for kind, spec in (("inter", _model.inter), ("intra", _model.intra)):
+        real = getattr(params, kind)
+        zero = [0.0] * len(real.sizes)
+        ideal = copy(real, alpha=0.0, beta=zero, beta_x=zero, alpha_x=None)
+        links[kind] = emulated_link(ideal, spec.latency, spec.bandwidth, str(spec))
+    return copy(params, **links)

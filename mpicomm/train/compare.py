@@ -33,8 +33,10 @@ import numpy as np
 from mpicomm import costmodel
 from mpicomm.bench.measure import measure as measure_model
 from mpicomm.bench.verdict import cpu_sharing_warning, speed_interval
+from mpicomm.core import clock
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
+from mpicomm.p2p import virtual
 from mpicomm.reducers import strategies
 from mpicomm.train import loop as T
 from mpicomm.train import metrics
@@ -191,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
     model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
+    if clock.virtual() is not None:  # the links the virtual clock charged, not this host's
+        model = virtual.model_params(model)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
         # auto: at the switch size it actually used (its own calibration), not this model's;
