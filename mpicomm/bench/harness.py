@@ -320,10 +320,15 @@ def reducer_options(args: argparse.Namespace) -> dict:
 
 
 def emulation_note(options: dict) -> str | None:
-    """One header line naming the emulated links and that native is not emulated; None if off."""
+    """One header line naming the emulated links and that native is not emulated, or the
+    virtual clock's links; None if neither."""
     from mpicomm.core.options import ReducerOptions
 
     opts = ReducerOptions.from_kwargs("bench", **options)
+    if clock.virtual() is not None:
+        links = virtual.installed_model().with_links(opts.inter_link, opts.intra_link)
+        return (f"# virtual clock: inter {links.inter}, intra {links.intra}; native charged by "
+                "MPICH's algorithm (docs/virtual_clock.md)")
     if not opts.emulated:
         return None
     links = ", ".join(f"{k} {v}" for k, v in (("inter", opts.inter_link),
