@@ -40,3 +40,20 @@ def test_one_server_is_slower_than_the_ring_and_s_equal_p_matches_it(tmp_path):
     assert t[("ps", 1 << 20)] > 1.5 * t[("ring", 1 << 20)]
     t4 = _bench(tmp_path, 4, "--strategies", "ring,ps", "--servers", "4", "-b", "1M", "-e", "1M")
     assert t4[("ps", 1 << 20)] == pytest.approx(t4[("ring", 1 << 20)], rel=0.5)
+
+
+@pytest.mark.slow
+def test_virtual_compare_gives_a_verdict_on_two_cores(tmp_path):
+    """More ranks than cores: under the virtual clock compare still judges (8 ranks on 2 cores
+    run), and ps's busiest rank sends W/2 = 4x the ring's bytes at W = 8."""
+    out = tmp_path / "cmp.json"
+    res = run_mpi(8, ["-m", "mpicomm", "compare", "--clock", "virtual", "--strategies",
+                      "ps,ring", "--layers", "16,32,32,4", "--train-samples", "512",
+                      "--test-samples", "64", "--eval-samples", "128", "--log-every", "0",
+                      "--steps", "20", "--repeats", "1", "--no-baseline", "--json", str(out)],
+                  timeout=600)
+    assert res.returncode == 0, res.tail()
+    doc = json.loads(out.read_text())
+    assert doc["reading"][0].startswith("verdict: "), doc["reading"]
+    by = {r["strategy"]: r for r in doc["results"]}
+    assert by["ps"]["bytes_per_step"] / by["ring"]["bytes_per_step"] == pytest.approx(4, rel=0.02)
