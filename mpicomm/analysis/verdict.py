@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpicomm.core import clock
+
 __all__ = ["Interval", "Verdict", "speed_interval", "ratio_interval", "decide", "compare_pair",
            "crossovers", "cpu_sharing_warning", "late_rank", "LEVEL", "BOOTSTRAPS"]
 
@@ -228,16 +230,19 @@ def _cross_estimate(sizes: Sequence[int], verdicts: Sequence[Verdict]) -> int:
 
 
 def cpu_sharing_warning(ranks_on_host: int, cores: int | None = None) -> str | None:
-    """A warning when more ranks than cores run on one host (then timings measure CPU sharing)."""
+    """The one line for more ranks than cores on one host under the wall clock: the scheduler
+    decides such timings, so callers give no verdict. None when the ranks fit, or under the
+    virtual clock (compute is charged as CPU time there, whoever shares the cores)."""
     if cores is None:
         try:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cores = os.cpu_count() or 1
-    if ranks_on_host <= cores:
+    if ranks_on_host <= cores or clock.name() == "virtual":
         return None
-    return (f"warning: {ranks_on_host} ranks share {cores} cores on this host: the timings "
-            "measure CPU sharing as much as communication (use at most one rank per core)")
+    return (f"no verdict: {ranks_on_host} ranks share {cores} cores under the wall clock, so "
+            "the scheduler decides which strategy is faster; for a meaningful answer run with "
+            "--clock virtual (a modelled cluster, docs/virtual_clock.md)")
 
 
 def late_rank(last_share: Sequence[float | None], calls: int, alpha: float = 0.01) -> int | None:

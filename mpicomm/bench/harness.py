@@ -36,7 +36,6 @@ import dataclasses
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,11 +44,13 @@ from mpi4py import MPI
 from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
 from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
+from mpicomm.core import clock
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import ReducerFields
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
+from mpicomm.p2p import virtual
 from mpicomm.reducers import make_reducer, strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
@@ -157,11 +158,11 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
                 for _ in range(cfg.warmup):
                     test.run(buf)
                 # 2. timed calls, one by one
-                comm.Barrier()
+                virtual.barrier(comm)  # under the virtual clock, also one start time
                 for i in range(rnd * n, (rnd + 1) * n):
-                    t0 = time.perf_counter()
+                    t0 = clock.now()
                     test.run(buf)
-                    times[k, i] = time.perf_counter() - t0
+                    times[k, i] = clock.now() - t0
         # the slowest rank's time per call: one reduction, outside the timed loops
         comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
         # 3. check against the expectation, on fresh inputs
@@ -280,10 +281,15 @@ def reducer_options(args: argparse.Namespace) -> dict:
 
 
 def emulation_note(options: dict) -> str | None:
-    """One header line naming the emulated links and that native is not emulated; None if off."""
+    """One header line naming the emulated links and that native is not emulated, or the
+    virtual clock's links; None if neither."""
     from mpicomm.core.options import ReducerOptions
 
     opts = ReducerOptions.from_kwargs("bench", **options)
+    if clock.virtual() is not None:
+        links = virtual.installed_model().with_links(opts.inter_link, opts.intra_link)
+        return (f"# virtual clock: inter {links.inter}, intra {links.intra}; native charged by "
+                "MPICH's algorithm (docs/virtual_clock.md)")
     if not opts.emulated:
         return None
     links = ", ".join(f"{k} {v}" for k, v in (("inter", opts.inter_link),
@@ -359,14 +365,15 @@ def thread_level_record(args: argparse.Namespace) -> dict:
 
 
 def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str | None,
-              printer=None, described: dict | None = None) -> list[dict]:
+              printer=None, described: dict | None = None, judge: bool = True) -> list[dict]:
     """Sweep every strategy in ``names`` (baseline first); collective over ``COMM_WORLD``.
 
     Strategies active on every rank are swept together, taking turns at each
     size; one with inactive ranks (dedicated servers, which serve meanwhile) is
     swept on its own afterwards. Returns all records on every rank, with
     ``vs_baseline`` when the baseline ran; ``printer(row)`` sees each row once;
-    ``described``, if given, receives each strategy's ``describe()`` (rank 0's view).
+    ``described``, if given, receives each strategy's ``describe()`` (rank 0's view);
+    ``judge=False`` leaves every ``vs_verdict`` unset (timings the scheduler decides).
     """
     world = MPI.COMM_WORLD
     dtype = np.dtype(DTYPES[cfg.dtype])
@@ -390,6 +397,8 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
         if row["strategy"] == baseline:
             base[row["bytes"]] = row
         _vs_baseline(row, base.get(row["bytes"]), cfg.seed)
+        if not judge:
+            row["vs_verdict"] = None
         if printer is not None and comm.Get_rank() == 0:
             printer(row)
 

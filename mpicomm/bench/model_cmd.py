@@ -15,10 +15,12 @@ from mpi4py import MPI
 
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
+from mpicomm.core import clock
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 from mpicomm.costmodel.measure import measure
+from mpicomm.p2p import virtual
 
 __all__ = ["add_arguments", "run"]
 
@@ -56,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
-    params = with_emulated_links(params, opts.inter_link, opts.intra_link)
+    if clock.virtual() is not None:  # the virtual clock's link model, both classes
+        params = virtual.model_params(params)
+    else:
+        params = with_emulated_links(params, opts.inter_link, opts.intra_link)
     p = world.Get_size()
     if options["crossover_bytes"] is None:  # auto switches where this model says
         options["crossover_bytes"] = auto_crossover(p, params)

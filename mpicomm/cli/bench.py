@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     described: dict = {}
     rows = H.run_bench(names, options, cfg, args.baseline,
                        printer=lambda row: print(H.format_row(row), flush=True),
-                       described=described)
+                       described=described, judge=sharing is None)
     if root:
         for name in names:
             mine = [r for r in rows if r["strategy"] == name]
@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
                                                cfg.seed)
         else:
             lines = [f"# {H.ONE_RANK_NOTE}"]
+        if sharing:  # no crossover claims either: the scheduler decided the timings
+            lines, crossings = [f"# {sharing}"], []
         for line in lines:
             print(line)
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),

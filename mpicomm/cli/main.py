@@ -145,11 +145,22 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
+def _run(module, args: argparse.Namespace):
+    """Install the clock the flags ask for (``--clock``, train/compare/bench/model), then run."""
+    if hasattr(args, "compute_scale"):
+        from mpicomm.p2p import virtual
+
+        virtual.install_for(getattr(args, "clock", None), args.compute_scale,
+                            getattr(args, "ranks_per_node", None), args.inter_link,
+                            args.intra_link)
+    return module.run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command on every rank."""
     parser = build_parser()
     args = parser.parse_args(argv)
     module = COMMANDS[args._command]
     uses_mpi = getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args)
-    rc = guarded(module.run, args, mpi=uses_mpi)
+    rc = guarded(_run, module, args, mpi=uses_mpi)
     return int(rc or 0)

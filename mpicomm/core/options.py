@@ -17,9 +17,10 @@ from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.core.units import parse_bytes
 
 __all__ = ["ReducerOptions", "ReducerFields", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS",
-           "parse_compress", "MAX_CHANNELS"]
+           "parse_compress", "MAX_CHANNELS", "CLOCKS"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
+CLOCKS = ("wall", "virtual")
 
 MAX_CHANNELS = 64  # ring: most channels (each takes two message tags)
 
@@ -107,6 +108,10 @@ class ReducerFields:
                                         # | topk:RATIO[:noef] (docs/compression.md)
     channels: int = 1                   # ring: K rotated rings over K slices, so K ranks cross
                                         # each node boundary (docs/tree_and_channels.md)
+    clock: str | None = None            # wall | virtual (compute = CPU time, messages by the
+                                        # link model; docs/virtual_clock.md); default: virtual
+                                        # with emulated nodes (--ranks-per-node and a link)
+    compute_scale: float = 1.0          # virtual clock: multiplies the compute's CPU time
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,11 @@ class ReducerOptions(ReducerFields):
             says; ``mpicomm.reducers.multiring``); 1 (default) is the plain ring.
             At most ``MAX_CHANNELS``; no compressed variant (K > 1 with
             ``compress`` is refused).
+        clock: ``"virtual"`` installs the virtual clock for this process when the
+            reducer is built (``mpicomm.p2p.virtual``: compute = thread CPU time x
+            ``compute_scale``, messages by the link model of ``inter_link`` /
+            ``intra_link``); ``"wall"`` or None (default) leaves the process's clock.
+        compute_scale: virtual clock: multiplies the compute's CPU time (> 0).
     """
 
     def __post_init__(self) -> None:
@@ -182,6 +192,11 @@ class ReducerOptions(ReducerFields):
         if k > 1 and spelled != "none":
             raise ConfigError(f"channels={k} with compress={spelled!r}: the multi-channel ring "
                               f"has no compressed variant; use channels=1 or compress='none'")
+        if self.clock is not None and self.clock not in CLOCKS:
+            raise ConfigError(f"unknown clock {self.clock!r}; valid: {', '.join(CLOCKS)}")
+        cs = self.compute_scale
+        if isinstance(cs, bool) or not isinstance(cs, (int, float)) or not 0 < cs < float("inf"):
+            raise ConfigError(f"compute_scale must be a number > 0, got {cs!r}")
 
     @property
     def emulated(self) -> bool:

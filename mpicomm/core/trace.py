@@ -7,13 +7,13 @@ records buckets and waits; the training loop records forward, backward per layer
 and the optimizer. Writing the events out (a Chrome-trace JSON that Perfetto and
 chrome://tracing open) is the application's business, not this module's.
 
-Times are ``time.perf_counter()`` seconds of this process; the writer aligns the
-ranks' clocks.
+Times are ``mpicomm.core.clock.now()`` seconds (wall ``perf_counter``, or the virtual
+clock's time of the recording thread); the writer aligns the ranks' clocks.
 
     rec = Recorder()
     set_active(rec)
     ...
-    t0 = time.perf_counter(); work(); rec.complete("work", "compute", t0, time.perf_counter())
+    t0 = clock.now(); work(); rec.complete("work", "compute", t0, clock.now())
 """
 
 from __future__ import annotations

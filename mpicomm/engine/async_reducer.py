@@ -63,14 +63,19 @@ class Work:
     Attributes:
         buf: the buffer being reduced in place.
         key: the bucket id passed to ``reducer.allreduce(..., key=)`` (None: not passed).
-        start, end: ``perf_counter`` seconds the reduction ran on the communication thread.
+        start, end: ``clock.now()`` seconds the reduction ran on the communication thread.
+        posted: ``clock.now()`` of the submitting thread when it was queued.
+
+    Under the virtual clock the communication thread has its own timeline (its
+    own core, as on a GPU node): a reduction starts at the later of the thread's
+    time and ``posted``, and ``wait()`` moves the waiting thread to ``end``.
     """
 
-    __slots__ = ("buf", "op", "start", "end", "error", "_done", "tag", "key")
+    __slots__ = ("buf", "op", "start", "end", "posted", "error", "_done", "tag", "key")
 
     def __init__(self, buf: Any, op: str, tag: Any = None, key: Any = None) -> None:
         self.buf, self.op, self.tag, self.key = buf, op, tag, key
-        self.start = self.end = 0.0
+        self.start = self.end = self.posted = 0.0
         self.error: BaseException | None = None
         self._done = threading.Event()
 
@@ -83,6 +88,9 @@ class Work:
         self._done.wait()
         if self.error is not None:
             raise self.error
+        vc = clock.virtual()
+        if vc is not None:  # the result exists from the communication thread's end on
+            vc.advance_to(self.end)
         return self.buf
 
     @property
@@ -129,6 +137,7 @@ class AsyncReducer:
             raise RuntimeError("AsyncReducer is closed")
         work.error = None
         work._done.clear()
+        work.posted = clock.now()
         self._queue.put(work)
 
     def close(self) -> None:
@@ -153,6 +162,9 @@ class AsyncReducer:
             work = self._queue.get()
             if work is None:
                 return
+            vc = clock.virtual()
+            if vc is not None:  # this thread's timeline: the call cannot start before it is posted
+                vc.advance_to(work.posted)
             if self._failed is None:
                 try:
                     work.start = perf()

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core import tags
+from mpicomm.core import clock, tags
 
 __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait"]
 
@@ -89,39 +89,46 @@ class Channel:
         self.call = 0
         self.t_enter: float | None = None
         self.warned = 0
-        self.enter_t: list[float] = []      # perf_counter() at each call's entry
+        self.enter_t: list[float] = []      # clock.now() at each call's entry
+        self._log_t = 0.0                   # clock.now() at the current call's entry
         self.waited: list[float] = []       # seconds inside each call
         self._wall_offset = time.time() - time.perf_counter()  # entry times -> wall clock
         self._answer = np.zeros(3, dtype=np.float64)
         self._ask = np.zeros(1, dtype=np.float64)
 
     def begin(self, name: str, t: float | None = None) -> float:
-        """Mark entry into call number ``call + 1`` at ``t`` (perf_counter; now when None).
+        """Mark entry into call number ``call + 1`` at ``t`` (``clock.now()``; now when None).
 
-        Returns the token for ``end`` (0.0 when the inspector is off).
+        The per-call log (``take_log``) is in the installed clock; the watchdog
+        always measures wall time. Returns the token for ``end`` (0.0 when the
+        inspector is off).
         """
         if not _state.enabled:
             return 0.0
         if t is None:
-            t = time.perf_counter()
+            t = clock.now()
+        wall = t if clock.virtual() is None else time.perf_counter()
         self.name = name
         self.call += 1
-        self.t_enter = t
+        self.t_enter = wall
+        self._log_t = t
         _state.current = self
-        return t
+        return wall
 
     def end(self, token: float) -> None:
         """Mark the call begun with ``token`` as finished."""
         if token:
             self.t_enter = None
-            self.enter_t.append(token)
-            self.waited.append(time.perf_counter() - token)
+            self.enter_t.append(self._log_t)
+            self.waited.append(clock.now() - self._log_t)
             if len(self.waited) > _LOG_CAP:  # drop the older half, both logs alike
                 del self.waited[: _LOG_CAP // 2], self.enter_t[: _LOG_CAP // 2]
 
     def take_log(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return and clear (entry wall times, seconds inside) of the calls so far."""
-        out = np.array(self.enter_t) + self._wall_offset, np.array(self.waited)
+        """Return and clear (entry times, seconds inside) of the calls so far: wall-clock
+        (``time.time``) times, or virtual ones (comparable across ranks) under that clock."""
+        offset = self._wall_offset if clock.virtual() is None else 0.0
+        out = np.array(self.enter_t) + offset, np.array(self.waited)
         self.enter_t, self.waited = [], []
         return out
 

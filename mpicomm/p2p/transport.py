@@ -18,11 +18,18 @@ with contiguous buffers (NumPy, or CuPy for CUDA-aware MPI). The transport:
    ``ReduceStats``, so ``reducer.stats`` is what its transport counted);
 3. records each message on the timeline when ``mpicomm.core.trace.active()``
    is set (cat "p2p", name send / recv / sendrecv, args peer and bytes,
-   start/end perf_counter); off, that is one ``is None`` test;
+   start/end ``clock.now()``); off, that is one ``is None`` test;
 4. with emulated links (``make_transport(..., inter_link=...)``) holds each
    message to its link's latency + m/bandwidth: ``EmulatedTransport`` in
    ``mpicomm.p2p.emulated``. Without emulation this class is used and carries
-   no emulation code on its path at all.
+   no emulation code on its path at all;
+5. under the virtual clock (``mpicomm.p2p.virtual.install``) is a
+   ``VirtualTransport``: every message carries its sender's virtual time and a
+   link model gives its arrival (``mpicomm.p2p.virtual``).
+
+MPI calls a strategy makes outside the transport go through ``recv_any``
+(a receive from any source) and ``collective`` (an MPI collective), so the
+virtual clock can time them; here they only call MPI.
 
 Every wait happens in a transport method: the blocking ``sendrecv``/``send``/
 ``recv`` wait inside MPI, and every wait on requests goes through
@@ -31,13 +38,12 @@ Every wait happens in a transport method: the blocking ``sendrecv``/``send``/
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from mpi4py import MPI
 
-from mpicomm.core import trace
+from mpicomm.core import clock, trace
 from mpicomm.p2p import stall
 
 __all__ = ["Transport", "Traffic"]
@@ -82,6 +88,7 @@ class Transport:
     """
 
     emulated = False
+    virtual = False
 
     def __init__(self, comm: MPI.Comm, node_of: list[int], counts: Traffic | None = None) -> None:
         self.comm = comm
@@ -122,11 +129,14 @@ class Transport:
         c.inter_bytes_sent += inter_sent
         c.inter_bytes_recv += inter_recv
 
+    def close(self) -> None:
+        """Free what the transport holds besides ``comm`` (nothing here)."""
+
     # ------------------------------------------------------------ blocking
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
         """Send ``sendbuf`` to ``dest`` while receiving ``recvbuf`` from ``source`` (one tag)."""
         rec = trace.active()
-        t0 = time.perf_counter() if rec is not None else 0.0
+        t0 = clock.now() if rec is not None else 0.0
         self.comm.Sendrecv(sendbuf, dest, tag, recvbuf, source, tag)
         ns, nr = sendbuf.nbytes, recvbuf.nbytes
         c = self.counts
@@ -139,26 +149,47 @@ class Transport:
         if self.remote[source]:
             c.inter_bytes_recv += nr
         if rec is not None:
-            rec.complete("sendrecv", "p2p", t0, time.perf_counter(), peer=dest, source=source,
+            rec.complete("sendrecv", "p2p", t0, clock.now(), peer=dest, source=source,
                          bytes=ns)
 
     def send(self, buf: Any, dest: int, tag: int) -> None:
         """Blocking send of ``buf`` to ``dest``."""
         rec = trace.active()
-        t0 = time.perf_counter() if rec is not None else 0.0
+        t0 = clock.now() if rec is not None else 0.0
         self.comm.Send(buf, dest, tag)
         self._count_send(buf.nbytes, dest)
         if rec is not None:
-            rec.complete("send", "p2p", t0, time.perf_counter(), peer=dest, bytes=buf.nbytes)
+            rec.complete("send", "p2p", t0, clock.now(), peer=dest, bytes=buf.nbytes)
 
     def recv(self, buf: Any, source: int, tag: int) -> None:
         """Blocking receive into ``buf`` from ``source``."""
         rec = trace.active()
-        t0 = time.perf_counter() if rec is not None else 0.0
+        t0 = clock.now() if rec is not None else 0.0
         self.comm.Recv(buf, source, tag)
         self._count_recv(buf.nbytes, source)
         if rec is not None:
-            rec.complete("recv", "p2p", t0, time.perf_counter(), peer=source, bytes=buf.nbytes)
+            rec.complete("recv", "p2p", t0, clock.now(), peer=source, bytes=buf.nbytes)
+
+    def recv_any(self, buf: Any, tag: int, sources: Any = None) -> int:
+        """Blocking receive into ``buf`` from any source (arrival order); return the source.
+
+        ``sources``: the ranks that may still send on ``tag`` before this rank answers
+        any of them (the virtual transport serves the earliest in virtual time among
+        them); ignored here. The message is probed, then received with ``recv``, so a
+        subclass's link emulation, counting and trace apply to it as to any receive."""
+        st = MPI.Status()
+        self.comm.Probe(MPI.ANY_SOURCE, tag, st)
+        src = st.Get_source()
+        self.recv(buf, src, tag)
+        return src
+
+    def collective(self, kind: str, nbytes: int, remote: bool, comm: MPI.Comm, fn: Any,
+                   *args: Any) -> None:
+        """Run the MPI collective ``fn(*args)`` over ``comm`` (here: just call it).
+
+        ``kind`` (allreduce, reduce, bcast, allgather), ``nbytes`` per rank and
+        ``remote`` (it crosses nodes) let the virtual transport charge it."""
+        fn(*args)
 
     # --------------------------------------------------------- non-blocking
     def isend(self, buf: Any, dest: int, tag: int) -> Any:
@@ -166,7 +197,7 @@ class Transport:
         req = self.comm.Isend(buf, dest, tag)
         self._count_send(buf.nbytes, dest)
         if trace.active() is not None:
-            self._posted[id(req)] = ("send", dest, buf.nbytes, time.perf_counter())
+            self._posted[id(req)] = ("send", dest, buf.nbytes, clock.now())
         return req
 
     def irecv(self, buf: Any, source: int, tag: int) -> Any:
@@ -174,7 +205,7 @@ class Transport:
         req = self.comm.Irecv(buf, source, tag)
         self._count_recv(buf.nbytes, source)
         if trace.active() is not None:
-            self._posted[id(req)] = ("recv", source, buf.nbytes, time.perf_counter())
+            self._posted[id(req)] = ("recv", source, buf.nbytes, clock.now())
         return req
 
     def waitall(self, requests: list) -> None:
@@ -182,7 +213,7 @@ class Transport:
         self._wait_requests(requests)
         rec = trace.active()
         if rec is not None and self._posted:
-            t1 = time.perf_counter()
+            t1 = clock.now()
             for r in requests:
                 info = self._posted.pop(id(r), None)
                 if info is not None:

@@ -49,7 +49,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from mpicomm.core import clock, trace
 from mpicomm.ps import protocol as P
@@ -114,13 +113,16 @@ class PSServer:
     # ------------------------------------------------------------ the loop
     def serve(self) -> dict:
         """Apply pushes and answer pulls until every worker is done; return this server's counts."""
-        comm, p2p, st = self.p2p.comm, self.p2p, MPI.Status()
+        p2p = self.p2p
         hdr = np.zeros(4, dtype=np.float64)
+        workers = np.asarray(self.layout.workers)
         index = {r: i for i, r in enumerate(self.layout.workers)}
         while not self.done.all():
-            comm.Probe(MPI.ANY_SOURCE, P.TAG_HEADER, st)   # arrival order
-            src = st.Get_source()
-            p2p.recv(hdr, src, P.TAG_HEADER)  # through the transport: emulated links, trace
+            # arrival order; the virtual clock takes the earliest in virtual time among the
+            # workers that may send (not done, not waiting for a reply); through the
+            # transport: emulated links, counting, trace
+            may_send = workers[~(self.done | self.pending | self.arrived)]
+            src = p2p.recv_any(hdr, P.TAG_HEADER, may_send)
             i = index[src]
             if hdr[0] == P.CMD_DONE:
                 self.done[i] = True

@@ -59,7 +59,7 @@ from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions, parse_compress
 from mpicomm.core.topology import node_map
-from mpicomm.p2p import Transport, make_transport, stall
+from mpicomm.p2p import Transport, make_transport, stall, virtual
 from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
@@ -117,6 +117,8 @@ class Reducer:
         self.options = options
         self._closed = False
         self._owns_comm = transport is None
+        if options.clock == "virtual":  # the process's clock, before the transport is chosen
+            virtual.install(options.compute_scale, options.inter_link, options.intra_link)
         if transport is None:
             base = MPI.COMM_WORLD if comm is None else comm
             self.comm = base.Dup()
@@ -268,6 +270,8 @@ class Reducer:
         self._release()
         if self.stall_channel is not None:
             self.stall_channel.close()
+        if self._owns_comm:
+            self.p2p.close()
         if self._owns_comm and self.comm != MPI.COMM_NULL:
             self.comm.Free()
 
@@ -325,7 +329,8 @@ class Reducer:
         if self._keys is None:
             self._keys = np.empty((comm.Get_size(), 3), dtype=np.int64)
         self._key[:] = key
-        comm.Allgather(self._key, self._keys)
+        self.p2p.collective("allgather", self._key.nbytes, any(self.p2p.remote), comm,
+                            comm.Allgather, self._key, self._keys)
         keys = self._keys
         if (keys == keys[0]).all():
             return

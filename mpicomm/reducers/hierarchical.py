@@ -251,11 +251,14 @@ class HierarchicalReducer(Reducer):
         others = (topo.local_size - 1) * nbytes  # counted as a flat reduce / bcast
         # 1. reduce to the node leader
         if topo.local_size > 1:
+            intra = topo.intra
             if topo.is_leader:
-                topo.intra.Reduce(MPI.IN_PLACE, flat, MPI.SUM, root=0)
+                p2p.collective("reduce", nbytes, False, intra, intra.Reduce, MPI.IN_PLACE, flat,
+                               MPI.SUM, 0)
                 p2p.account(0, others)
             else:
-                topo.intra.Reduce(flat, None, MPI.SUM, root=0)
+                p2p.collective("reduce", nbytes, False, intra, intra.Reduce, flat, None,
+                               MPI.SUM, 0)
                 p2p.account(nbytes, 0)
         # 2. ring among the leaders; each leader scales its own segment once
         if topo.is_leader:
@@ -269,7 +272,7 @@ class HierarchicalReducer(Reducer):
             ring_allgather(p2p, ring, j, flat, bounds, tag=_TAG_INTRA_AG)
         # 3. broadcast within the node
         if topo.local_size > 1:
-            topo.intra.Bcast(flat, root=0)
+            p2p.collective("bcast", nbytes, False, topo.intra, topo.intra.Bcast, flat, 0)
             if topo.is_leader:
                 p2p.account(others, 0)
             else:

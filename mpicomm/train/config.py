@@ -162,7 +162,7 @@ class TrainConfig(ReducerFields):
         """Return the ``make_reducer`` keyword options of this run (typed: links parsed).
 
         Options left at None (``validate``, ``cuda_aware``, ``crossover_bytes``, the
-        links) are left out, so the reducer applies its own default (environment).
+        links, ``clock``) are left out, so the reducer applies its own default.
         """
         return {f.name: getattr(self.reducer, f.name) for f in dataclasses.fields(ReducerFields)
                 if getattr(self, f.name) is not None}  # one list: the fields declared once

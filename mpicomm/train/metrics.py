@@ -12,6 +12,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.p2p import virtual
+
 __all__ = [
     "first_failure",
     "max_over_ranks",
@@ -71,8 +73,9 @@ def gather_rows(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
 
 
 def barrier(comm: MPI.Comm) -> None:
-    """Wait for every rank (one common start: the ranks' clocks are read just after)."""
-    comm.Barrier()
+    """Wait for every rank (one common start: the ranks' clocks are read just after);
+    under the virtual clock every rank leaves at the latest virtual time."""
+    virtual.barrier(comm)
 
 
 def quiet_barrier(comm: MPI.Comm, poll_seconds: float = 0.002) -> None:

@@ -8,10 +8,11 @@ the fixed delay of every ``--straggler`` entry naming this rank, plus, with
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
+
+from mpicomm.core import clock
 
 __all__ = ["Delays"]
 
@@ -32,4 +33,4 @@ class Delays:
             return
         d = self.fixed + (self.rng.uniform(0.0, self.jitter) if self.jitter else 0.0)
         if d > 0:
-            time.sleep(d)
+            clock.sleep(d)  # under the virtual clock: charged as compute too

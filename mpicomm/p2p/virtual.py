@@ -1,0 +1,364 @@
+"""The transport under the virtual clock: real bytes move, time comes from a link model.
+
+After SimGrid/SMPI's online simulation and LogGOPSim. Each rank keeps a virtual
+timeline (``mpicomm.core.clock.VirtualClock``: compute = thread CPU time x scale,
+nothing charged while inside MPI). Every message carries its sender's virtual
+departure time; a link model gives its arrival. Per message of n bytes on link
+class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
+
+1. send (``isend``): depart = max(now, send queue of c free); the send queue of c
+   is then busy n·β. The departure travels as an 8-byte stamp on a twin
+   communicator (``comm.Dup()``, same peer, same tag: MPI's non-overtaking rule
+   pairs stamps and payloads in order, also for ``recv_any``'s ANY_SOURCE).
+2. receive: arrival = max(depart + α + n·β, receive queue of c free + n·β); the
+   receive queue of c is free again at arrival. Receives completed together are
+   taken in departure order, so a server's incast queues at its receive side:
+   p messages of n bytes sent at once arrive n·β apart, the last at
+   α + p·n·β (linear in p).
+3. ``waitall``: the thread's clock moves to the latest arrival (receives) or
+   departure + n·β (sends) of the batch; CPU time spent waiting is not charged.
+
+Full duplex: send and receive queues are separate, one pair per link class per
+rank (one network interface per rank; ``nics_per_node`` fewer than a node's
+ranks share an interface by multiplying β by the ranks per interface).
+
+``collective(kind, nbytes, remote, comm, fn, *args)`` runs an MPI collective a
+reducer calls directly (native's Allreduce, the leader variant's Reduce/Bcast,
+the agreement Allgather): all ranks of ``comm`` start at the latest of their
+clocks (one small Allreduce MAX) and end after MPICH's algorithm by the formula
+(``collective_seconds``). ``install`` puts the clock in ``mpicomm.core.clock``.
+See docs/virtual_clock.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from mpicomm.core import clock, trace
+from mpicomm.core.clock import VirtualClock
+from mpicomm.core.errors import ConfigError
+from mpicomm.core.links import LinkSpec, link_from_env, parse_link
+from mpicomm.p2p.transport import Traffic, Transport
+
+__all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
+           "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
+           "barrier", "model_params"]
+
+# a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
+DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
+DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
+SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """α and β per link class, interfaces per node: what the virtual transport charges.
+
+    Attributes:
+        intra, inter: the ``LinkSpec`` of links inside a node and between nodes.
+        nics_per_node: network interfaces per node; None: one per rank.
+    """
+
+    intra: LinkSpec = DEFAULT_INTRA
+    inter: LinkSpec = DEFAULT_INTER
+    nics_per_node: int | None = None
+
+    def alpha_beta(self, remote: bool, share: int = 1) -> tuple[float, float]:
+        """(α seconds, β seconds per byte) of a link class; ``share`` ranks per interface."""
+        spec = self.inter if remote else self.intra
+        return spec.latency, (share if remote else 1) / spec.bandwidth
+
+    def with_links(self, inter: LinkSpec | None, intra: LinkSpec | None) -> LinkModel:
+        """This model with the given classes replaced (None keeps the class)."""
+        return replace(self, inter=inter or self.inter, intra=intra or self.intra)
+
+
+_model = LinkModel()
+
+
+def install(scale: float = 1.0, inter_link: str | LinkSpec | None = None,
+            intra_link: str | LinkSpec | None = None,
+            nics_per_node: int | None = None) -> VirtualClock:
+    """Make ``mpicomm.core.clock`` virtual for this process (compute x ``scale``) and set the
+    link model's classes that are given. Installing again keeps the running clock when the
+    scale is unchanged (a second reducer joins the same timelines)."""
+    global _model
+    _model = _model.with_links(parse_link(inter_link, "inter_link"),
+                               parse_link(intra_link, "intra_link"))
+    if nics_per_node is not None:
+        _model = replace(_model, nics_per_node=nics_per_node)
+    clk = clock.virtual()
+    if clk is None or clk.scale != float(scale):
+        clk = VirtualClock(scale)
+        clock.set_source(clk.now, "virtual")
+    return clk
+
+
+def installed_model() -> LinkModel:
+    """The link model ``install`` set (defaults for classes never given)."""
+    return _model
+
+
+def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float) -> float:
+    """Modelled time of MPICH's algorithm for an MPI collective of ``nbytes`` per rank on p ranks.
+
+    allreduce: recursive doubling ``lg p (α + nβ)`` below ``SHORT_BYTES``, else
+    Rabenseifner ``2 lg p α + 2 (p-1)/p nβ``; reduce and bcast: binomial
+    ``lg p (α + nβ)`` short, else scatter/reduce-scatter + gather/allgather
+    ``2 lg p α + 2 (p-1)/p nβ``; allgather (n per rank): ``lg p α + (p-1) nβ``.
+    """
+    if p < 2:
+        return 0.0
+    lg = math.ceil(math.log2(p))
+    if kind == "allgather":
+        return lg * alpha + (p - 1) * nbytes * beta
+    if kind not in ("allreduce", "reduce", "bcast"):
+        raise ValueError(f"unknown collective {kind!r}")
+    if nbytes < SHORT_BYTES:
+        return lg * (alpha + nbytes * beta)
+    return 2 * lg * alpha + 2 * (p - 1) / p * nbytes * beta
+
+
+class _Msg:
+    """One posted message: its MPI requests, stamp, size and link."""
+
+    __slots__ = ("reqs", "stamp", "send", "peer", "tag", "nbytes", "t0", "done_at")
+
+    def __init__(self, reqs, stamp, send, peer, tag, nbytes, t0, done_at) -> None:
+        self.reqs, self.stamp, self.send, self.peer, self.tag = reqs, stamp, send, peer, tag
+        self.nbytes, self.t0, self.done_at = nbytes, t0, done_at
+
+
+class VirtualTransport(Transport):
+    """``Transport`` whose time is the virtual clock's (module docstring).
+
+    Args:
+        comm, node_of, counts: as ``Transport``.
+        model: the ``LinkModel`` (default: the installed one).
+        clk: the ``VirtualClock`` (default: the installed one; ``install`` first).
+    """
+
+    emulated = True
+    virtual = True
+
+    def __init__(self, comm: MPI.Comm, node_of: list[int], counts: Traffic | None = None,
+                 model: LinkModel | None = None, clk: VirtualClock | None = None) -> None:
+        super().__init__(comm, node_of, counts)
+        self.model = _model if model is None else model
+        self.clock = clk or clock.virtual()
+        if self.clock is None:
+            raise RuntimeError("VirtualTransport: install the virtual clock first "
+                               "(mpicomm.p2p.virtual.install)")
+        self.stamps = comm.Dup()  # collective, as the transport's creation
+        me = self.node_of[self.rank]
+        local = sum(n == me for n in self.node_of)
+        nics = self.model.nics_per_node
+        share = 1 if nics is None else max(1, math.ceil(local / nics))
+        self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
+        self._send_free = [0.0, 0.0]  # per class: intra, inter
+        self._recv_free = [0.0, 0.0]
+        self._spare: list[np.ndarray] = []
+        self._max = np.zeros(1, dtype=np.float64)
+        self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update(clock="virtual", inter_link=str(self.model.inter),
+                 intra_link=str(self.model.intra))
+        return d
+
+    def close(self) -> None:
+        """Free the stamp communicator (the transport's own; the reducer frees ``comm``)."""
+        if self.stamps != MPI.COMM_NULL:
+            self.stamps.Free()
+
+    def _stamp(self) -> np.ndarray:
+        return self._spare.pop() if self._spare else np.zeros(1, dtype=np.float64)
+
+    # ------------------------------------------------------------ the model
+    def _depart(self, nbytes: int, dest: int) -> tuple[float, float]:
+        """Book a send on this rank's queue: (departure, time the queue is free again)."""
+        c = 1 if self.remote[dest] else 0
+        t = self.clock.now()
+        free = self._send_free[c]
+        depart = t if t > free else free
+        self._send_free[c] = end = depart + nbytes * self._ab[dest][1]
+        return depart, end
+
+    def _arrive(self, depart: float, nbytes: int, source: int) -> float:
+        """Arrival of a message on this rank's receive queue of its class."""
+        c = 1 if self.remote[source] else 0
+        alpha, beta = self._ab[source]
+        wire = nbytes * beta
+        at = depart + alpha + wire
+        queued = self._recv_free[c] + wire
+        self._recv_free[c] = at = at if at > queued else queued
+        return at
+
+    # --------------------------------------------------------- non-blocking
+    def isend(self, buf: Any, dest: int, tag: int) -> _Msg:
+        nbytes = buf.nbytes
+        self._count_send(nbytes, dest)
+        depart, end = self._depart(nbytes, dest)
+        stamp = self._stamp()
+        stamp[0] = depart
+        clk = self.clock
+        clk.enter()
+        reqs = [self.stamps.Isend(stamp, dest, tag), self.comm.Isend(buf, dest, tag)]
+        clk.leave()
+        return _Msg(reqs, stamp, True, dest, tag, nbytes, depart, end)
+
+    def irecv(self, buf: Any, source: int, tag: int) -> _Msg:
+        nbytes = buf.nbytes
+        self._count_recv(nbytes, source)
+        stamp = self._stamp()
+        clk = self.clock
+        t0 = clk.enter()
+        reqs = [self.stamps.Irecv(stamp, source, tag), self.comm.Irecv(buf, source, tag)]
+        clk.leave()
+        return _Msg(reqs, stamp, False, source, tag, nbytes, t0, 0.0)
+
+    def waitall(self, requests: list) -> None:
+        clk = self.clock
+        clk.enter()
+        until = 0.0
+        try:
+            self._wait_requests([r for m in requests for r in m.reqs])
+            for m in sorted((m for m in requests if not m.send),
+                            key=lambda m: (float(m.stamp[0]), m.peer)):
+                m.done_at = self._arrive(float(m.stamp[0]), m.nbytes, m.peer)
+            for m in requests:
+                until = m.done_at if m.done_at > until else until
+                self._spare.append(m.stamp)
+        finally:
+            t1 = clk.leave(until)
+        rec = trace.active()
+        if rec is not None:
+            for m in requests:
+                rec.complete("send" if m.send else "recv", "p2p", m.t0, t1, peer=m.peer,
+                             bytes=m.nbytes)
+
+    # ------------------------------------------------------------ blocking
+    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
+        r = self.irecv(recvbuf, source, tag)
+        self.waitall([r, self.isend(sendbuf, dest, tag)])
+
+    def send(self, buf: Any, dest: int, tag: int) -> None:
+        self.waitall([self.isend(buf, dest, tag)])
+
+    def recv(self, buf: Any, source: int, tag: int) -> None:
+        self.waitall([self.irecv(buf, source, tag)])
+
+    def recv_any(self, buf: Any, tag: int, sources: Any = None) -> int:
+        """Receive from any source, in virtual order: with ``sources`` (the ranks that may
+        still send on ``tag`` before this rank answers one of them), hold messages until
+        each of them has one here, then take the earliest departure (conservative: a
+        sender's later messages depart later). Without ``sources``: arrival order."""
+        clk = self.clock
+        t0 = clk.enter()
+        at = 0.0
+        try:
+            held = self._held.setdefault(tag, {})
+            want = [] if sources is None else [int(r) for r in sources]
+            while not want and not any(held.values()) or any(not held.get(r) for r in want):
+                self._hold(buf, tag, held)
+            ready = [(q[0][0], r) for r, q in held.items() if q and (not want or r in want)]
+            if not ready:  # a message from a rank outside ``sources``: take it
+                ready = [(q[0][0], r) for r, q in held.items() if q]
+            depart, src = min(ready)
+            buf[...] = held[src].pop(0)[1]
+            at = self._arrive(depart, buf.nbytes, src)
+        finally:
+            t1 = clk.leave(at)
+        self._count_recv(buf.nbytes, src)
+        rec = trace.active()
+        if rec is not None:
+            rec.complete("recv", "p2p", t0, t1, peer=src, bytes=buf.nbytes)
+        return src
+
+    def _hold(self, buf: Any, tag: int, held: dict) -> None:
+        """Receive one message of ``tag`` from any source and its stamp; keep a copy."""
+        st = MPI.Status()
+        self.comm.Recv(buf, MPI.ANY_SOURCE, tag, st)
+        src = st.Get_source()
+        stamp = self._stamp()
+        self.stamps.Recv(stamp, src, tag)
+        held.setdefault(src, []).append((float(stamp[0]), buf.copy()))
+        self._spare.append(stamp)
+
+    # ---------------------------------------------------------- collectives
+    def collective(self, kind: str, nbytes: int, remote: bool, comm: MPI.Comm, fn: Any,
+                   *args: Any) -> None:
+        clk = self.clock
+        self._max[0] = clk.enter()
+        until = 0.0
+        try:
+            comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
+            fn(*args)
+            alpha, beta = self.model.alpha_beta(remote)
+            until = float(self._max[0]) + collective_seconds(kind, nbytes, comm.Get_size(),
+                                                             alpha, beta)
+        finally:
+            clk.leave(until)
+
+
+def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) -> str:
+    """The clock a run gets when ``--clock`` is not given: virtual for emulated nodes on one host
+    (``ranks_per_node`` and a link, from flags or ``MPICOMM_*_LINK``), else wall."""
+    inter = link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK")
+    intra = link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK")
+    return "virtual" if ranks_per_node and (inter or intra) else "wall"
+
+
+def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None,
+                inter_link: Any, intra_link: Any) -> str:
+    """Install the clock a command asks for (``default_clock`` when None); return its name.
+
+    Raises ``ConfigError`` for an unknown clock or a scale that is not > 0."""
+    if clock_name is None:
+        clock_name = default_clock(ranks_per_node, inter_link, intra_link)
+    if clock_name not in ("wall", "virtual"):
+        raise ConfigError(f"unknown clock {clock_name!r}; valid: wall, virtual")
+    if not (isinstance(scale, (int, float)) and 0 < scale < math.inf):
+        raise ConfigError(f"--compute-scale must be a number > 0, got {scale!r}")
+    if clock_name == "virtual":
+        install(scale,
+                link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK"),
+                link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"))
+    return clock_name
+
+
+def barrier(comm: MPI.Comm) -> None:
+    """``comm.Barrier()``; under the virtual clock every rank also leaves at the latest clock
+    (one small Allreduce MAX), so timings after it start together."""
+    clk = clock.virtual()
+    if clk is None:
+        comm.Barrier()
+        return
+    t = np.array([clk.enter()])
+    try:
+        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
+    finally:
+        clk.leave(float(t[0]))
+
+
+def model_params(params: Any) -> Any:
+    """``params`` (``costmodel.formulas.ModelParams``, measured here) with both link classes
+    exactly the installed link model's, as the virtual clock charges them: the host's own
+    links no longer bound them (the γ of reductions stays measured)."""
+    from dataclasses import replace as copy
+
+    from mpicomm.costmodel.formulas import emulated_link
+
+    links = {}
+    for kind, spec in (("inter", _model.inter), ("intra", _model.intra)):
+        real = getattr(params, kind)
+        zero = [0.0] * len(real.sizes)
+        ideal = copy(real, alpha=0.0, beta=zero, beta_x=zero, alpha_x=None)
+        links[kind] = emulated_link(ideal, spec.latency, spec.bandwidth, str(spec))
+    return copy(params, **links)

@@ -1,0 +1,287 @@
+"""The virtual clock: messages timed by the link model, exactly and the same on every run.
+
+Compute is scaled to ~nothing (``compute_scale=1e-9``) so a rank's virtual time
+is the model's alone: a 2-rank exchange takes α + n·β, a server's incast queues
+at its receive side (linear in the number of senders), and a reducer's call
+takes its α-β formula — whatever the load on the host.
+"""
+
+import numpy as np
+import pytest
+from mpi_harness import run_mpi
+
+TINY = 1e-9  # compute scale: a second of CPU time is a nanosecond of virtual time
+
+SENDRECV = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+nbytes = int(sys.argv[1])
+virtual.install(1e-9, inter_link="20us,1GB/s")
+t = make_transport(comm, node_map(comm, 1))
+out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+t0 = clock.now()
+t.sendrecv(out, 1 - me, into, 1 - me, 5)
+t1 = clock.now()
+t.send(out, 1 - me, 6) if me == 0 else t.recv(into, 0, 6)
+t2 = clock.now()
+report(ok=bool(into.all()), exchange=t1 - t0, one_way=t2 - t1, start=t0, kind=type(t).__name__,
+       name=clock.name())
+"""
+
+
+@pytest.mark.parametrize("nbytes", [1, 16 << 20])
+def test_two_rank_sendrecv_takes_alpha_plus_n_beta(nbytes):
+    res = run_mpi(2, ["-c", SENDRECV, str(nbytes)], timeout=60).expect_ok()
+    rec = {r["rank"]: r for r in res.records}
+    expected = 20e-6 + nbytes / 1e9
+    for r in rec.values():
+        assert r["ok"] and r["kind"] == "VirtualTransport" and r["name"] == "virtual"
+        assert abs(r["exchange"] - expected) < 1e-8, (r["exchange"], expected)
+    # a blocking send returns when its bytes are on the wire; the receiver has them α later
+    assert abs(rec[0]["one_way"] - nbytes / 1e9) < 1e-8
+    assert abs(rec[1]["one_way"] - expected) < 1e-8
+
+
+INCAST = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me, p = comm.Get_rank(), comm.Get_size()
+nbytes = int(sys.argv[1])
+virtual.install(1e-9, inter_link="50us,0.5GB/s")
+t = make_transport(comm, node_map(comm, 1))
+buf = np.zeros((p, nbytes), np.uint8)
+t0 = clock.now()
+if me == 0:  # a one-server PS's pushes: everyone sends at once, the server receives them all
+    t.waitall([t.irecv(buf[r], r, 1) for r in range(1, p)])
+else:
+    t.send(buf[me], 0, 1)
+report(ok=True, seconds=clock.now() - t0)
+"""
+
+
+@pytest.mark.parametrize("p", [2, 3, 5])
+def test_incast_queues_at_the_receiver_linear_in_senders(p):
+    nbytes = 1 << 20
+    res = run_mpi(p, ["-c", INCAST, str(nbytes)], timeout=60).expect_ok()
+    rec = {r["rank"]: r for r in res.records}
+    beta = nbytes / 0.5e9
+    assert abs(rec[0]["seconds"] - (50e-6 + (p - 1) * beta)) < 1e-8, rec[0]
+    for r in range(1, p):  # full duplex: each sender's own interface is busy n·β only
+        assert abs(rec[r]["seconds"] - beta) < 1e-8
+
+
+REDUCE = """
+import sys, json
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+import mpicomm
+from mpicomm.core import clock
+
+comm = MPI.COMM_WORLD
+me, p = comm.Get_rank(), comm.Get_size()
+strategy, n, rpn = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+kw = json.loads(sys.argv[4])
+rng = np.random.default_rng(7 + me)
+x = rng.standard_normal(n)
+want = np.zeros(n)
+for r in range(p):
+    want += np.random.default_rng(7 + r).standard_normal(n)
+r = mpicomm.make_reducer(strategy, comm=comm, clock="virtual", compute_scale=1e-9,
+                         ranks_per_node=rpn, inter_link="20us,1GB/s", intra_link="2us,10GB/s",
+                         **kw)
+times = []
+for _ in range(2):
+    y = x.copy()
+    comm.Barrier()
+    t0 = clock.now()
+    if r.is_worker:
+        r.allreduce(y)
+    else:
+        r.serve()
+    times.append(clock.now() - t0)
+ok = bool(np.allclose(y, want, rtol=1e-10, atol=1e-10)) if r.is_worker else True
+r.close()
+report(ok=ok, times=times, name=clock.name())
+"""
+
+CASES = [("ring", 1, {}), ("hierarchical", 2, {}), ("hierarchical", 2, {"variant": "leader"}),
+         ("ps", 1, {}), ("ps", 1, {"servers": 2}), ("native", 1, {}),
+         ("recursive_doubling", 1, {}), ("auto", 1, {})]
+
+
+@pytest.mark.parametrize("strategy,rpn,kw", CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize("p", [1, 3, 4])
+def test_reducers_exact_and_deterministic_under_the_virtual_clock(strategy, rpn, kw, p):
+    import json
+
+    if kw.get("servers", 1) > p:
+        pytest.skip("more servers than ranks")
+    n = 1001 * p + 3  # odd sizes
+    res = run_mpi(p, ["-c", REDUCE, strategy, str(n), str(rpn), json.dumps(kw)],
+                  timeout=90).expect_ok()
+    again = run_mpi(p, ["-c", REDUCE, strategy, str(n), str(rpn), json.dumps(kw)],
+                    timeout=90).expect_ok()
+    for a, b in zip(sorted(res.records, key=lambda r: r["rank"]),
+                    sorted(again.records, key=lambda r: r["rank"]), strict=True):
+        assert a["ok"] and b["ok"] and a["name"] == "virtual"
+        assert a["times"][1] == pytest.approx(b["times"][1], rel=1e-6, abs=1e-8)
+
+
+RING_FORMULA = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+import mpicomm
+from mpicomm.core import clock
+
+comm = MPI.COMM_WORLD
+p = comm.Get_size()
+n = int(sys.argv[1])
+r = mpicomm.make_reducer("ring", comm=comm, clock="virtual", compute_scale=1e-9,
+                         ranks_per_node=1, inter_link="20us,1GB/s", validate=False)
+y = np.ones(n // 4, np.float32)
+r.allreduce(y)
+t0 = clock.now()
+r.allreduce(y)
+report(ok=bool((y == p * p).all()), seconds=clock.now() - t0)
+r.close()
+"""
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_ring_takes_its_alpha_beta_formula(p):
+    """Segments of n/p under the ring's piece size: one message per step."""
+    n = 1 << 20
+    res = run_mpi(p, ["-c", RING_FORMULA, str(n)], timeout=60).expect_ok()
+    formula = 2 * (p - 1) * (20e-6 + n / p / 1e9)
+    for r in res.records:
+        assert r["ok"]
+        assert r["seconds"] == pytest.approx(formula, rel=1e-6)
+
+
+def test_virtual_clock_timelines_are_per_thread_and_skip_mpi_time():
+    import threading
+    import time
+
+    from mpicomm.core.clock import VirtualClock
+
+    c = VirtualClock(2.0)
+    c.enter()
+    t_in = c.now()
+    end = time.thread_time() + 0.02
+    while time.thread_time() < end:  # CPU spent "inside MPI" is not charged
+        pass
+    assert c.now() == t_in
+    c.leave(5.0)
+    assert c.now() >= 5.0
+    c.charge(1.0)
+    assert c.now() >= 6.0
+    seen = []
+    th = threading.Thread(target=lambda: seen.append(c.now()))
+    th.start()
+    th.join()
+    assert seen[0] < 1.0  # a new thread starts its own timeline
+    t0 = c.now()
+    x = np.ones(1 << 20)
+    for _ in range(30):
+        x = x * 1.0000001
+    assert c.now() - t0 > 0  # compute is charged (x scale)
+    with pytest.raises(ValueError):
+        VirtualClock(0)
+
+
+def test_no_verdict_line_under_wall_clock_sharing_cores_and_none_under_virtual():
+    from mpicomm.bench.verdict import cpu_sharing_warning
+    from mpicomm.core import clock
+    from mpicomm.core.clock import VirtualClock
+
+    line = cpu_sharing_warning(8, cores=2)
+    assert line.startswith("no verdict") and "--clock virtual" in line
+    assert cpu_sharing_warning(2, cores=2) is None
+    clock.set_source(VirtualClock(1.0).now, "virtual")
+    try:
+        assert cpu_sharing_warning(8, cores=2) is None
+    finally:
+        clock.reset()
+
+
+def test_default_clock_is_virtual_for_emulated_nodes_only(monkeypatch):
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.p2p.virtual import default_clock, install_for
+
+    monkeypatch.delenv("MPICOMM_INTER_LINK", raising=False)
+    monkeypatch.delenv("MPICOMM_INTRA_LINK", raising=False)
+    assert default_clock(2, "20us,1GB/s", None) == "virtual"
+    assert default_clock(None, "20us,1GB/s", None) == "wall"
+    assert default_clock(2, None, None) == "wall"
+    monkeypatch.setenv("MPICOMM_INTER_LINK", "20us,1GB/s")
+    assert default_clock(1, None, None) == "virtual"
+    with pytest.raises(ConfigError):
+        install_for("sundial", 1.0, None, None, None)
+    with pytest.raises(ConfigError):
+        install_for("virtual", 0.0, None, None, None)
+    assert install_for("wall", 1.0, 2, None, None) == "wall"
+
+
+def test_collective_formulas():
+    from mpicomm.p2p.virtual import collective_seconds
+
+    a, b = 1e-5, 1e-9
+    assert collective_seconds("allreduce", 1 << 20, 1, a, b) == 0
+    assert collective_seconds("allreduce", 8, 4, a, b) == pytest.approx(2 * (a + 8 * b))
+    n = 1 << 20
+    assert collective_seconds("allreduce", n, 4, a, b) == pytest.approx(4 * a + 1.5 * n * b)
+    assert collective_seconds("allgather", 24, 8, a, b) == pytest.approx(3 * a + 7 * 24 * b)
+    with pytest.raises(ValueError):
+        collective_seconds("alltoall", 8, 4, a, b)
+
+
+RECV_ANY = """
+import time
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+clk = virtual.install(1e-9, inter_link="10us,1GB/s")
+t = make_transport(comm, node_map(comm, 1))
+buf = np.zeros(4)
+if me == 0:  # a server taking headers from any source
+    order = [t.recv_any(buf, 9, [1, 2]), t.recv_any(buf, 9, [1])]  # 2 sends no more
+    report(ok=True, order=order, got=float(buf[0]))
+else:
+    if me == 1:
+        clk.charge(1.0)       # late in virtual time, first in real time
+    else:
+        time.sleep(0.5)       # early in virtual time, late in real time
+    buf[:] = me
+    t.send(buf, 0, 9)
+    report(ok=True)
+"""
+
+
+def test_recv_any_serves_the_earliest_virtual_departure_first():
+    res = run_mpi(3, ["-c", RECV_ANY], timeout=60).expect_ok()
+    rec = {r["rank"]: r for r in res.records}
+    assert rec[0]["order"] == [2, 1] and rec[0]["got"] == 1.0
