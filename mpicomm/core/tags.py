@@ -30,9 +30,9 @@ RD_FOLD, RD_EXCHANGE, RD_UNFOLD = 91, 92, 93
 TREE_UP, TREE_DOWN = 70, 72
 # ring with K channels (reducers/multiring.py): channel c reduce-scatters on MULTIRING + 2c and
 # allgathers on MULTIRING + 2c + 1
-MULTIRING = 200
+MULTIRING = 1000
 # tensor parallelism (parallel/tensor.py): its activations' ring reduce-scatter and allgather
-TP_RS, TP_AG = 401, 402
+TP_RS, TP_AG = 1201, 1202
 # stall detection (p2p/stall.py, on its own side communicator)
 STALL_ASK, STALL_ANSWER = 7001, 7002
 

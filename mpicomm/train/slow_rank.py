@@ -56,6 +56,8 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool,
     for r in who:
         out["last_to_arrive_by_rank"][int(r)] = float(share[r])
     late = late_rank([float(share[r]) if r in waits else None for r in range(size)], n)
+    if late is None and not others_wait:  # async: a straggler shows as few pushes
+        late = _fewest_calls(rows, who, top=int(who[np.argmax(share[who])]))
     if late is not None:
         top = late
         others = [waits[int(r)] for r in who if r != top]
@@ -69,3 +71,12 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool,
             f"{100 * share[top]:.0f}% of k = 1..{n}; async, so nobody waited for it "
             f"({waits_text})")
     return out
+
+
+def _fewest_calls(rows: np.ndarray, who: np.ndarray, top: int) -> int | None:
+    """Async: ``top`` (last at most of its pushes) when it also made at most half the pushes
+    of every other worker; nobody waits in async, so a slow worker pushes less often, and a
+    factor of two in a count of its own calls is no scheduling noise."""
+    counts = {int(r): float(rows[r, 2]) for r in who}
+    others = [c for r, c in counts.items() if r != top]
+    return top if others and 2 * counts[top] <= min(others) else None
