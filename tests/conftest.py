@@ -12,6 +12,19 @@ import pytest  # noqa: E402
 STANDIN_DIR = str(Path(__file__).resolve().parent / "fake_cupy")
 
 
+SLOW_FROM_RANKS = 3  # an MPI test at this many ranks or more belongs to the slow tier
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tiers' one rule for rank counts: a test parametrized with ``nranks`` >= 4 is slow
+    (the default tier checks every case at 1-3 ranks; CI's slow step runs the rest)."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        n = params.get("nranks")
+        if isinstance(n, int) and n >= SLOW_FROM_RANKS:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--gpu-backend", choices=("auto", "real", "standin"), default="auto",

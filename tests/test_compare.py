@@ -171,6 +171,7 @@ def test_dedicated_servers_show_workers_and_what_is_held_equal():
     assert "not what it sent" not in bytes_line, bytes_line
 
 
+@pytest.mark.slow  # several seconds (CI's slow step)
 def test_dedicated_server_reports_workers_that_never_close():
     res = run_mpi(3, [str(SCRIPTS / "ps_forgets_close.py"), "3"], timeout=60,
                   env={"MPICOMM_STALL_WARN_S": "1"})

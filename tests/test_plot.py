@@ -70,6 +70,7 @@ def _is_png(path):
         return f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # several seconds (CI's slow step)
 def test_every_kind_draws_pngs(tmp_path):
     pytest.importorskip("matplotlib")
     docs = [("b", bench_doc()), ("m", bench_doc(4, model=True)), ("c2", compare_doc(2)),
@@ -83,6 +84,7 @@ def test_every_kind_draws_pngs(tmp_path):
         assert _is_png(path) and (tmp_path / path.rsplit("/", 1)[-1]).stat().st_size > 5000
 
 
+@pytest.mark.slow  # several seconds (CI's slow step)
 def test_plot_command(tmp_path):
     pytest.importorskip("matplotlib")
     src = tmp_path / "bench.json"

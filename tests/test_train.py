@@ -59,6 +59,7 @@ def test_strategies_reach_the_same_params(tmp_path):
     assert rel_err(ref3, ref) > 1e-3  # 3 workers is a different run from 4 (a real check)
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_data_parallel_equals_single_process_on_the_global_batch(tmp_path):
     common = [*SMALL, "--dtype", "float64", "--steps", "15", "--checkpoint-every", "15"]
     ok(train(4, *common, "--batch-size", "8", "--checkpoint", tmp_path / "p4.npz"))
@@ -104,6 +105,7 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     np.testing.assert_array_equal(vres, vfull)
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_dedicated_ps_resume_trains_to_steps_not_past_it(tmp_path):
     """The dedicated server reads no checkpoint; it must still run the workers' remaining steps."""
     common = [*SMALL, "--strategy", "ps", "--dedicated", "--batch-size", "8",
@@ -150,6 +152,7 @@ def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
     assert json.loads(out.read_text())["config"]["validate"] is None
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_bad_checkpoints_give_clear_errors(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"this is not a zip file")
@@ -287,6 +290,7 @@ def test_engine_flags_refuse_invalid_values(kwargs, message):
         TrainConfig(**kwargs)
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_resume_with_the_global_batch_split_differently(tmp_path):
     """Issue 19 §2: the position is saved in global batches, so 64 rows x 1 saved and resumed as
     32 rows x 2 micro-batches reads on from the same row (before: 0.766248 against 0.765634)."""

@@ -66,6 +66,7 @@ def test_comm_thread_failure_ends_the_job_with_one_message_and_a_valid_trace(tmp
     assert any(e.get("cat") == "bucket" and e["pid"] == 1 for e in events)
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_resume_is_bit_identical_with_buckets_and_overlap(tmp_path):
     common = [*SMALL, "--strategy", "ring", "--batch-size", "8", "--train-samples", "200",
               "--bucket-mb", "0.002", "--overlap"]

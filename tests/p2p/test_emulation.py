@@ -103,6 +103,7 @@ report(ok=True, times=out if me == 0 else None)
 """
 
 
+@pytest.mark.slow  # several seconds (CI's slow step)
 def test_a_servers_fan_out_queues_on_its_interface_and_fan_in_does_not():
     """4 ranks on 4 nodes. Rank 0 sending m to 3 peers: the k-th arrival no earlier
     than k·T (T = latency + m/bw); 3 peers sending m to rank 0: about T, not 3T."""

@@ -27,7 +27,7 @@ def _check(res, t_stall, strategy_label, stalled, startup=0.0):
     return warns
 
 
-@pytest.mark.parametrize("strategy", ["native", "ring"])
+@pytest.mark.parametrize("strategy", [pytest.param("native", marks=pytest.mark.slow), "ring"])
 def test_stalled_rank_named_and_job_aborted(strategy):
     res = run_script(3, "stall_rank.py", strategy, "2", timeout=60, env=ENV)
     starts = [r["t_stall"] for r in res.records if r.get("phase") == "stall"]
@@ -36,6 +36,7 @@ def test_stalled_rank_named_and_job_aborted(strategy):
     assert {int(w[3]) for w in warns} == {4}  # the 4th call of the reducer
 
 
+@pytest.mark.slow  # waits out the stall deadlines (5-8 s)
 def test_dedicated_server_is_never_named_and_peers_answer_in_time():
     """Worker 1 stalls; rank 3 is a dedicated server (it makes no calls). Before: the
     server was listed as "not arrived, at call 0", and peers often as "no answer"."""
@@ -47,6 +48,7 @@ def test_dedicated_server_is_never_named_and_peers_answer_in_time():
     assert "did not answer" not in res.stderr and "none behind" not in res.stderr, res.tail()
 
 
+@pytest.mark.slow  # waits out the stall deadlines (5-8 s)
 def test_abort_applies_with_the_warning_off():
     """MPICOMM_STALL_WARN_S=0 used to switch the watchdog off, abort included."""
     env = {"MPICOMM_STALL_WARN_S": "0", "MPICOMM_STALL_ABORT_S": str(ABORT)}
@@ -64,6 +66,7 @@ def test_peers_get_two_wake_ups_to_answer():
     assert poll_s(0.0, 4.0) == 1.0 and poll_s(60.0, None) == 1.0 and poll_s(0.1, None) == 0.05
 
 
+@pytest.mark.slow  # waits out the stall deadlines (5-8 s)
 def test_ps_worker_stall_named():
     """The parameter-server driver: worker 1 sleeps in its first step's compute."""
     t0 = time.time()

@@ -74,7 +74,7 @@ report(ok=True, seconds=clock.now() - t0)
 """
 
 
-@pytest.mark.parametrize("p", [2, 3, 5])
+@pytest.mark.parametrize("p", [2, 3, pytest.param(5, marks=pytest.mark.slow)])
 def test_incast_queues_at_the_receiver_linear_in_senders(p):
     nbytes = 1 << 20
     res = run_mpi(p, ["-c", INCAST, str(nbytes)], timeout=60).expect_ok()
@@ -126,7 +126,8 @@ CASES = [("ring", 1, {}), ("hierarchical", 2, {}), ("hierarchical", 2, {"variant
 
 
 @pytest.mark.parametrize("strategy,rpn,kw", CASES, ids=lambda c: str(c))
-@pytest.mark.parametrize("p", [1, 3, 4])
+@pytest.mark.parametrize("p", [pytest.param(1, marks=pytest.mark.slow), 3,
+                               pytest.param(4, marks=pytest.mark.slow)])
 def test_reducers_exact_and_deterministic_under_the_virtual_clock(strategy, rpn, kw, p):
     import json
 
@@ -167,7 +168,7 @@ r.close()
 """
 
 
-@pytest.mark.parametrize("p", [2, 4])
+@pytest.mark.parametrize("p", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_ring_takes_its_alpha_beta_formula(p):
     """Segments of n/p under the ring's piece size: one message per step."""
     n = 1 << 20

@@ -32,6 +32,7 @@ def test_async_int8_moves_a_third_of_the_bytes_and_still_learns(tmp_path):
     assert small["final_loss"] == pytest.approx(plain["final_loss"], rel=0.1)
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_sync_fp16_stays_close_to_plain(tmp_path):
     ps = ["--strategy", "ps", "--ps-mode", "sync", "--servers", "2", "--steps", "20",
           "--dtype", "float64"]
@@ -42,6 +43,7 @@ def test_sync_fp16_stays_close_to_plain(tmp_path):
     assert half["bytes_per_step"] < 0.3 * plain["bytes_per_step"]  # float64 -> 2 bytes
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_emulated_links_reach_the_transport_and_change_no_result(tmp_path):
     """Sync PS is deterministic: emulating the links changes timing, not one bit of the model."""
     ps = ["--strategy", "ps", "--ps-mode", "sync", "--steps", "8", "--ranks-per-node", "2"]
@@ -67,6 +69,7 @@ def test_async_trace_holds_the_servers_events(tmp_path):
     assert workers == {0, 1, 2}
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_sync_accumulate_equals_the_whole_batch(tmp_path):
     """--accumulate 2 of 8 rows = 16 rows at once (float64): the global batch is the same."""
     ps = ["--strategy", "ps", "--ps-mode", "sync", "--steps", "12", "--dtype", "float64"]

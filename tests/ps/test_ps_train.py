@@ -41,6 +41,7 @@ def _pushes_once(rec):
     assert rec["pushes_by_server"] == [sum(rec["steps_by_worker"])] * len(rec["pushes_by_server"])
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 @pytest.mark.parametrize("bound", [1, 2])
 def test_ssp_bound_holds_with_two_servers(tmp_path, bound):
     rec, _ = _train(5, tmp_path, "--strategy", "ps", "--ps-mode", "ssp", "--staleness",
@@ -51,6 +52,7 @@ def test_ssp_bound_holds_with_two_servers(tmp_path, bound):
     assert max(rec["steps_by_worker"]) - min(rec["steps_by_worker"]) <= bound
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_async_records_staleness_and_shuts_down(tmp_path):
     """A straggler: the others run ahead (staleness > 0), finish at different steps, exit 0."""
     rec, _ = _train(5, tmp_path, "--strategy", "ps", "--ps-mode", "async", "--servers", "2",
@@ -98,6 +100,7 @@ def test_sync_pushes_once_and_straggler_named(tmp_path):
     assert "rank 2 holds the others back" in res.stdout
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_ring_straggler_named(tmp_path):
     rec, res = _train(3, tmp_path, "--strategy", "ring", "--steps", "30", "--straggler", "1:25",
                       "--jitter", "2")
@@ -133,6 +136,7 @@ def test_sync_checkpoint_resume_is_bitwise(tmp_path):
     assert done["samples_per_sec"] is None and done["step_time_median_s"] is None  # "-", not 0
 
 
+@pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_ring_checkpoint_resumes_as_ps_sync(tmp_path):
     """The allreduce loop's checkpoint format: a ring run at step 10 goes on as ps:sync."""
     ck, f64 = str(tmp_path / "ck.npz"), ["--dtype", "float64"]

@@ -23,6 +23,7 @@ def test_one_caller_at_a_time_and_keyed_residuals(nranks):
     run_script(nranks, "check_safety.py", timeout=90).expect_ok()
 
 
+@pytest.mark.slow  # several seconds (CI's slow step)
 def test_topk_state_stays_bounded_over_fresh_buffers():
     res = run_script(4, "check_topk_memory.py", "2000", timeout=240).expect_ok()
     grown = max(r["grown_mb"] for r in res.records)
