@@ -142,3 +142,18 @@ def test_train_config_refuses_unknown_names():
     with pytest.raises(ConfigTypeError, match="unknown training option 'srevers'; valid: "):
         TrainConfig.from_dict({"srevers": 2})
     assert TrainConfig.from_dict({"servers": 2}).servers == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "-b", "4K", "-e", "4K", "--json", "/nonexistent/x.json"],
+    ["compare", "--steps", "5", "--json", "/nonexistent/x.json"],
+    ["bench", "-b", "4K", "-e", "4K", "--csv", "/nonexistent/x.csv"],
+])
+def test_every_command_checks_its_output_paths_first(argv):
+    """issue 19 item 5: a bad output path ends the job at once (exit 2, one line), not after
+    the run with its results lost."""
+    res = run_mpi(2, ["-m", "mpicomm", *argv], timeout=60)
+    assert not res.timed_out and res.returncode == 2, res.stdout + res.stderr
+    out = res.stdout + res.stderr
+    assert out.count("folder /nonexistent does not exist") == 1, out
+    assert "# mpicomm bench" not in out and "samples/s" not in out, out  # nothing ran

@@ -23,6 +23,7 @@ from types import ModuleType
 
 from mpicomm.cli import bench, compare, experiments, info, model, plot, train
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.outputs import check_outputs
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
@@ -146,7 +147,12 @@ def _exit(code: int) -> None:
 
 
 def _run(module, args: argparse.Namespace):
-    """Install the clock the flags ask for (``--clock``, train/compare/bench/model), then run."""
+    """Check every output path the command will write (one line, exit 2, before any work:
+    results are never lost at the end), install the clock the flags ask for (``--clock``,
+    train/compare/bench/model), then run."""
+    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
+    if problem is not None:
+        raise ConfigError(problem)
     if hasattr(args, "compute_scale"):
         from mpicomm.p2p import virtual
 

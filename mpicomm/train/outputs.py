@@ -1,42 +1,6 @@
-"""Output paths checked before the first step, so a run's results are never lost at its end.
+"""Moved to ``mpicomm.core.outputs`` (train, compare and bench all check their output paths
+first); this name still works."""
 
-``check_outputs(cfg)`` looks at every path the run will write (``--json``,
-``--trace``, ``--checkpoint``) without creating anything: the folder must exist
-and be writable, the path must not be a folder, an existing file must be
-writable. It returns the first problem as one line, or None. The training
-command calls it on every rank and stops every rank (exit 2) if any rank saw one.
-"""
+from mpicomm.core.outputs import OUTPUT_FLAGS, check_output_path, check_outputs  # noqa: F401
 
-from __future__ import annotations
-
-import os
-from typing import Any
-
-__all__ = ["check_outputs", "check_output_path"]
-
-OUTPUT_FLAGS = ("json", "trace", "checkpoint")
-
-
-def check_output_path(flag: str, path: str) -> str | None:
-    """Return why ``path`` (given to ``--flag``) cannot be written, or None if it can."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        return f"--{flag} {path}: is a folder, not a file"
-    if not os.path.isdir(folder):
-        return f"--{flag} {path}: folder {folder} does not exist"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"--{flag} {path}: folder {folder} is not writable"
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        return f"--{flag} {path}: the file is not writable"
-    return None
-
-
-def check_outputs(cfg: Any, flags: tuple[str, ...] = OUTPUT_FLAGS) -> str | None:
-    """Return the first problem among ``cfg``'s output paths (``flags``), or None."""
-    for flag in flags:
-        path = getattr(cfg, flag, None)
-        if path:
-            problem = check_output_path(flag.replace("_", "-"), str(path))
-            if problem is not None:
-                return problem
-    return None
+__all__ = ["check_outputs", "check_output_path", "OUTPUT_FLAGS"]
