@@ -218,12 +218,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clock_line(cfg) -> str:
+    """One line naming the clock every time in the table is in."""
+    if clock.virtual() is None:
+        return "clock: wall — the times are this host's (docs/virtual_clock.md: --clock virtual)"
+    links = virtual.installed_model()
+    nodes = f"nodes of {cfg.ranks_per_node} ranks" if cfg.ranks_per_node else "one node"
+    return (f"clock: virtual — a modelled cluster ({nodes}; links between nodes "
+            f"{links.inter}, inside {links.intra}): "
+            "compute is this host's CPU time, every message is charged by the link model, so "
+            "the times are the modelled cluster's, the same on any machine and MPI "
+            "(docs/virtual_clock.md)")
+
+
 def _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing) -> None:
     """Rank 0: the table, the verdict and reading, the legend, and --json."""
     lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed)
     if sharing:  # the scheduler decided these timings: no "beats", one line says why
         lines = [ln for ln in lines if not ln.startswith(("verdict:", "noise floor:"))]
         lines.insert(0, sharing)
+    lines.insert(0, _clock_line(cfg))
     print()
     print(T.format_table(records))
     print()
