@@ -43,7 +43,7 @@ from mpi4py import MPI
 from mpicomm.core import trace
 from mpicomm.core.links import LinkSpec
 from mpicomm.p2p.links import Interface, sleep_until
-from mpicomm.p2p.transport import Traffic, Transport
+from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["EmulatedTransport", "POLL_SECONDS"]
 
@@ -62,7 +62,7 @@ class _Pending:
         self.name, self.peer, self.nbytes, self.t0 = name, peer, nbytes, t0
 
 
-class EmulatedTransport(Transport):
+class EmulatedTransport(BlockingByRequests, Transport):
     """``Transport`` whose inter-node and/or intra-node links are emulated (module docstring).
 
     Args:
@@ -141,13 +141,3 @@ class EmulatedTransport(Transport):
         while not MPI.Request.Testall(requests):
             time.sleep(POLL_SECONDS)
 
-    # ------------------------------------------------------------ blocking
-    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
-        r = self.irecv(recvbuf, source, tag)
-        self.waitall([r, self.isend(sendbuf, dest, tag)])
-
-    def send(self, buf: Any, dest: int, tag: int) -> None:
-        self.waitall([self.isend(buf, dest, tag)])
-
-    def recv(self, buf: Any, source: int, tag: int) -> None:
-        self.waitall([self.irecv(buf, source, tag)])

@@ -46,7 +46,7 @@ from mpi4py import MPI
 from mpicomm.core import clock, trace
 from mpicomm.p2p import stall
 
-__all__ = ["Transport", "Traffic"]
+__all__ = ["Transport", "Traffic", "BlockingByRequests"]
 
 
 @dataclass
@@ -230,3 +230,19 @@ class Transport:
         stall.note_wait(len(requests))
         MPI.Request.Waitall(requests)
         stall.note_wait(0)
+
+
+class BlockingByRequests:
+    """The blocking calls as their non-blocking pair and one ``waitall``: for transports whose
+    timing lives in ``isend``/``irecv``/``waitall`` (emulated links, the virtual clock).
+    Put it before ``Transport`` in the bases."""
+
+    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
+        r = self.irecv(recvbuf, source, tag)
+        self.waitall([r, self.isend(sendbuf, dest, tag)])
+
+    def send(self, buf: Any, dest: int, tag: int) -> None:
+        self.waitall([self.isend(buf, dest, tag)])
+
+    def recv(self, buf: Any, source: int, tag: int) -> None:
+        self.waitall([self.irecv(buf, source, tag)])

@@ -43,7 +43,7 @@ from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
-from mpicomm.p2p.transport import Traffic, Transport
+from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
            "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
@@ -134,7 +134,7 @@ class _Msg:
         self.nbytes, self.t0, self.done_at = nbytes, t0, done_at
 
 
-class VirtualTransport(Transport):
+class VirtualTransport(BlockingByRequests, Transport):
     """``Transport`` whose time is the virtual clock's (module docstring).
 
     Args:
@@ -242,17 +242,6 @@ class VirtualTransport(Transport):
             for m in requests:
                 rec.complete("send" if m.send else "recv", "p2p", m.t0, t1, peer=m.peer,
                              bytes=m.nbytes)
-
-    # ------------------------------------------------------------ blocking
-    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
-        r = self.irecv(recvbuf, source, tag)
-        self.waitall([r, self.isend(sendbuf, dest, tag)])
-
-    def send(self, buf: Any, dest: int, tag: int) -> None:
-        self.waitall([self.isend(buf, dest, tag)])
-
-    def recv(self, buf: Any, source: int, tag: int) -> None:
-        self.waitall([self.irecv(buf, source, tag)])
 
     def recv_any(self, buf: Any, tag: int, sources: Any = None) -> int:
         """Receive from any source, in virtual order: with ``sources`` (the ranks that may
