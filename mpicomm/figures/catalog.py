@@ -324,11 +324,12 @@ def predicted_scaling(ctx: Context, sec: Section) -> None:
         "compute per step (no overlap). "
         + " ".join(_fig8_sentence(k, d) for k, d in docs.items()) +
         " The ring's bytes term 2(p−1)/p·nβ is flat in p once it crosses nodes, while its "
-        f"latency term 2(p−1)α grows linearly, to {_latency_shares(docs)} of its time at "
-        f"{PREDICT_RANKS.rsplit(',', 1)[-1]} ranks; hierarchical pays 2(L−1) intra and "
-        "2(m−1) inter steps on m = p/8 nodes instead of 2(p−1); one server's 2(p−1)·nβ grows "
-        "with every rank. Links and α are assumptions (docs/experiments.md), not "
-        "measurements; contention, stragglers and protocol switches are not modelled.")
+        f"latency term grows with p (intra-node steps at the intra α, node crossings at the "
+        f"inter α), to {_latency_shares(docs)} of its time at "
+        f"{PREDICT_RANKS.rsplit(',', 1)[-1]} ranks; hierarchical and tree pay latency in "
+        "steps per node or lg p instead; one server's bytes grow with every rank. Profiles "
+        "cite their sources and are checked against published measurements "
+        "(docs/validation.md); contention and stragglers are not modelled.")
 
 
 def _latency_shares(docs: dict[str, dict]) -> str:
