@@ -362,6 +362,7 @@ def test_output_paths_checked_before_the_first_step(flag, path, fragment):
     """Issue 19 §5: one line, exit 2, before any step (100,000 steps would time out)."""
     res = train(2, *SMALL, "--strategy", "ring", "--steps", "100000", flag, path, timeout=60)
     assert res.returncode == 2 and not res.timed_out, res.tail()
-    lines = [x for x in res.stdout.splitlines() if x.strip()]
-    assert len(lines) == 1 and fragment in lines[0], res.stdout
-    assert "Traceback" not in res.stdout + res.stderr
+    out = res.stdout + res.stderr  # every command checks its outputs first (cli.main._run)
+    errors = [x for x in out.splitlines() if "error:" in x]
+    assert len(errors) == 1 and fragment in errors[0], out
+    assert not res.stdout.strip() and "Traceback" not in out, out  # nothing ran
