@@ -237,10 +237,10 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
     if sharing:  # the scheduler decided these timings: no "beats", one line says why
         lines = [ln for ln in lines if not ln.startswith(("verdict:", "noise floor:"))]
         lines.insert(0, sharing)
-    lines.insert(0, _clock_line(cfg))
     print()
     print(T.format_table(records))
     print()
+    print(_clock_line(cfg))  # the reading's times are in this clock (records hold "clock")
     for line in lines:
         print(line)
     headers = [h for h, k, _ in COLUMNS if any(r.get(k) is not None for r in records)]
