@@ -2,6 +2,7 @@
 
     python experiments/validation/check.py                 # the ratio table and the score
     python experiments/validation/check.py --json out.json --figure docs/validation.png
+    python experiments/validation/check.py --markdown table.md   # the table in the docs
 
 Each point is one published nccl-tests (all_reduce_perf) number, with its source URL, the
 line quoted, the configuration and the profile of ``mpicomm.costmodel.profiles`` that
@@ -148,6 +149,27 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def markdown_table(rows: list[dict], points: list[dict]) -> str:
+    """The table of docs/validation.md: one line per point with its source link."""
+    by_id = {pt["id"]: pt for pt in points}
+    lines = ["| point | GPUs (nodes x per node) | hardware | size | NCCL algo | measured | "
+             "predicted (strategy) | measured/predicted | role | source |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pt = by_id[r["id"]]
+        role = r["role"] + (", source says below expected" if r["below_expected"] else "")
+        path = pt["url"].removeprefix("https://github.com/")
+        lines.append(f"| {r['id']} | {r['gpus']} ({r['nodes']}x{pt['gpus_per_node']}) | "
+                     f"{pt['gpu']}, {r['profile']} | {_size(r['bytes'])} | {r['algorithm']} | "
+                     f"{_us(r['measured_us'])} | {_us(r['predicted_us'])} ({r['strategy']}) | "
+                     f"{r['ratio']:.2f} | {role} | [{path}]({pt['url']}) |")
+    return "\n".join(lines)
+
+
+def _us(t: float) -> str:
+    return f"{t / 1e3:.3g} ms" if t >= 1e3 else f"{t:.3g} us"
+
+
 def figure(rows: list[dict], png: str) -> str:
     """Measured against predicted, log-log, the 1.5x and 2.5x bands (needs matplotlib)."""
     import matplotlib
@@ -182,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", default=str(POINTS))
     ap.add_argument("--json", default=None, help="write the rows and the score here")
     ap.add_argument("--figure", default=None, help="write a PNG here (needs matplotlib)")
+    ap.add_argument("--markdown", default=None, help="write the docs' markdown table here")
     args = ap.parse_args(argv)
-    rows = evaluate(load(Path(args.points)))
+    points = load(Path(args.points))
+    rows = evaluate(points)
     s = score(rows)
     ref = score(rows, keep_below_expected=False)
     print(format_table(rows))
@@ -200,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "score": s,
                                                "score_without_below_expected": ref}, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown_table(rows, points) + "\n")
     if args.figure:
         print(f"# figure: {figure(rows, args.figure)}")
     return 0 if s["met"] else 1
