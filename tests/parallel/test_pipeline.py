@@ -2,14 +2,16 @@
 
 import json
 
+import numpy as np
 import pytest
 from mpi_harness import ROOT, run_mpi
 
 from mpicomm.parallel.pipeline import bubble_formula, schedule, simulate, split_layers
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.parallel_run import check_parallel_flags
+from mpicomm.train.parallel_run import _idle_shares, check_parallel_flags
 
 SCRIPT = ROOT / "tests" / "parallel" / "scripts" / "layout_equal.py"
+BUBBLE = ROOT / "tests" / "parallel" / "scripts" / "bubble_virtual.py"
 
 
 @pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
@@ -114,3 +116,38 @@ def test_pipeline_setup_failure_stops_every_rank(tmp_path):
     res = run_mpi(2, ["-m", "mpicomm", "train", "--pipeline-stages", "2", "--steps", "2",
                       "--data", str(tmp_path / "missing.npz")], timeout=60)
     assert res.returncode == 2 and res.stdout.count("no such file") == 1, res.tail()
+
+
+def _row(part, replica, wait, span):
+    """A rank's row of ``parallel_run._record``: only the columns the bubble reads are set."""
+    row = np.zeros(12)
+    row[[0, 1, 3, 11]] = part, replica, wait, span
+    return row
+
+
+def test_idle_shares_are_of_stage_zeros_span_and_the_bubble_is_the_busiest_stages():
+    """Stage 0's span holds every stage's work; idle share = 1 - busy / that span."""
+    rows = np.array([_row(0, 0, 4.0, 10.0), _row(1, 0, 3.0, 9.0), _row(2, 0, 5.0, 9.5),
+                     _row(0, 1, 2.0, 8.0), _row(1, 1, 1.0, 7.0), _row(2, 1, 1.5, 7.5)])
+    idle = _idle_shares(rows, 3)
+    assert idle.shape == (3, 2)
+    np.testing.assert_allclose(idle[:, 0], [1 - 6 / 10, 1 - 6 / 10, 1 - 4.5 / 10])
+    np.testing.assert_allclose(idle[:, 1], [1 - 6 / 8, 1 - 6 / 8, 1 - 6 / 8])
+    # the bubble: the busiest stage's share per replica (0.4 and 0.25), averaged
+    assert idle.min(axis=0).mean() == pytest.approx((0.4 + 0.25) / 2)
+    assert _idle_shares(np.array([_row(0, 0, 0.0, 0.0), _row(1, 0, 0.0, 1.0)]), 2).size == 0
+
+
+@pytest.mark.slow
+def test_measured_bubble_is_the_formula_in_virtual_time():
+    """Target: P = 4, M = 4 and 16, both schedules: the bubble measured with the virtual clock
+    (the busiest stage's idle share of the forward/backward span) within 10% of (P-1)/(M+P-1)."""
+    res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4,gpipe:16"],
+                  timeout=400)
+    res.expect_ok()
+    runs = res.records[0]["runs"]
+    assert set(runs) == {"1f1b:4", "1f1b:16", "gpipe:4", "gpipe:16"}
+    for run, v in runs.items():
+        assert v["clock"] == "virtual", run
+        assert v["bubble_formula"] == pytest.approx(3 / (int(run.split(":")[1]) + 3))
+        assert v["bubble_measured"] == pytest.approx(v["bubble_formula"], rel=0.10), (run, v)
