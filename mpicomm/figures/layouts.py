@@ -107,10 +107,13 @@ def _fig9_text(grid: dict[str, dict[int, dict[str, dict]]]) -> str:
             cases.append(text)
         parts.append(f"inter-node {link}: " + ", ".join(cases))
     return ("Fastest layout per width, in virtual time: " + "; ".join(parts) + ". "
-            "dp and zero move the ring's 2(p−1)/p·n bytes per step, n growing as W², over ring "
-            "hops that cross the inter-node link; the pipelines and tensor-parallel layouts "
-            "move activations, B·W per boundary or pair, and keep their K = 2 groups inside a "
-            "node (only the replicas' all-reduce of n/2 crosses), so the wider the model and "
-            "the slower the link, the further they pull ahead. pp4 pays the bubble "
-            f"(P−1)/(M+P−1) = {3 / (FIG9_MICRO + 3):.2f} at M = {FIG9_MICRO}; tp4 puts two "
-            "all-reduces per layer pair on the critical path across the slow link.")
+            "dp and zero all-reduce every parameter, 2(p−1)/p·n bytes per rank with n growing "
+            "as W², over ring hops that cross the inter-node link; pp2 and tp2 keep their pair "
+            "inside a node but all-reduce half the parameters, n/2 per rank, across it; pp4 "
+            "and tp4 all-reduce no parameters and send only activations, B·W per boundary or "
+            "per layer pair, over the link where their group crosses the nodes. So the wider "
+            "the model and the slower the link, the further the layouts without a parameter "
+            "all-reduce pull ahead; with narrow layers over a fast link compute decides. pp4 "
+            f"pays the bubble (P−1)/(M+P−1) = {3 / (FIG9_MICRO + 3):.2f} at M = {FIG9_MICRO}; "
+            "tp divides each layer's compute by T and puts two all-reduces of activations per "
+            "layer pair on the critical path, cheap while B ≪ W.")
