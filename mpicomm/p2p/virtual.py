@@ -47,7 +47,7 @@ from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
            "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
-           "barrier", "model_params"]
+           "barrier", "model_params", "cluster"]
 
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
@@ -104,6 +104,18 @@ def installed_model() -> LinkModel:
     return _model
 
 
+def cluster(ranks_per_node: int, model: LinkModel | None = None) -> Any:
+    """The installed link model (or ``model``) as the cost model's ``Cluster``: the one
+    description the predictor (``costmodel.cluster_predict.cluster_time``) and this clock
+    read — both classes at line rate, one interface per rank unless ``nics_per_node``, γ = 0
+    (the clock charges additions as CPU time), not pipelined (one blocking exchange per step)."""
+    from mpicomm.costmodel.cluster import cluster_from_links
+
+    m = _model if model is None else model
+    return cluster_from_links(ranks_per_node, m.inter, m.intra, m.nics_per_node,
+                              name="virtual clock")
+
+
 def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float) -> float:
     """Modelled time of MPICH's algorithm for an MPI collective of ``nbytes`` per rank on p ranks.
 
@@ -127,11 +139,11 @@ def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float
 class _Msg:
     """One posted message: its MPI requests, stamp, size and link."""
 
-    __slots__ = ("reqs", "stamp", "send", "peer", "tag", "nbytes", "t0", "done_at")
+    __slots__ = ("reqs", "stamp", "send", "peer", "tag", "nbytes", "t0", "done_at", "seq")
 
-    def __init__(self, reqs, stamp, send, peer, tag, nbytes, t0, done_at) -> None:
+    def __init__(self, reqs, stamp, send, peer, tag, nbytes, t0, done_at, seq=0) -> None:
         self.reqs, self.stamp, self.send, self.peer, self.tag = reqs, stamp, send, peer, tag
-        self.nbytes, self.t0, self.done_at = nbytes, t0, done_at
+        self.nbytes, self.t0, self.done_at, self.seq = nbytes, t0, done_at, seq
 
 
 class VirtualTransport(BlockingByRequests, Transport):
@@ -163,6 +175,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_free = [0.0, 0.0]
         self._spare: list[np.ndarray] = []
+        self._seq = 0  # sends posted so far (their stamps leave in this order)
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
@@ -178,60 +191,81 @@ class VirtualTransport(BlockingByRequests, Transport):
             self.stamps.Free()
 
     def _stamp(self) -> np.ndarray:
-        return self._spare.pop() if self._spare else np.zeros(1, dtype=np.float64)
+        return self._spare.pop() if self._spare else np.zeros(2, dtype=np.float64)
 
     # ------------------------------------------------------------ the model
-    def _depart(self, nbytes: int, dest: int) -> tuple[float, float]:
-        """Book a send on this rank's queue: (departure, time the queue is free again)."""
-        c = 1 if self.remote[dest] else 0
-        t = self.clock.now()
-        free = self._send_free[c]
-        depart = t if t > free else free
-        self._send_free[c] = end = depart + nbytes * self._ab[dest][1]
-        return depart, end
+    def _book(self, sends: list) -> None:
+        """Put a batch of sends (those one ``waitall`` completes) on this rank's send queues.
 
-    def _arrive(self, depart: float, nbytes: int, source: int) -> float:
-        """Arrival of a message on this rank's receive queue of its class."""
+        Per class, the batch starts when the queue is free and its first message was
+        posted; its messages share the interface fairly (a NIC interleaves the messages
+        posted to it), so with k in flight each moves at 1/k of the rate and the smallest
+        ends first: equal messages all end at start + k·m·β. Each stamp carries the
+        message's (start, end): the bytes flow between them."""
+        for c in (0, 1):
+            batch = [m for m in sends if (1 if self.remote[m.peer] else 0) == c]
+            if not batch:
+                continue
+            free = self._send_free[c]
+            first = min(m.t0 for m in batch)
+            start = first if first > free else free
+            t, prev, k = start, 0.0, len(batch)
+            for i, m in enumerate(sorted(batch, key=lambda m: m.nbytes)):
+                wire = m.nbytes * self._ab[m.peer][1]
+                t += (k - i) * (wire - prev)
+                prev = wire
+                m.stamp[0], m.stamp[1] = start, t
+                m.done_at = t
+            self._send_free[c] = t
+
+    def _arrive(self, start: float, end: float, nbytes: int, source: int) -> float:
+        """Arrival of a message whose bytes left between ``start`` and ``end`` at this rank's
+        receive queue of its class: α after its last byte left, and no sooner than the queue
+        can take its bytes (messages queue at a receiver: incast)."""
         c = 1 if self.remote[source] else 0
         alpha, beta = self._ab[source]
-        wire = nbytes * beta
-        at = depart + alpha + wire
-        queued = self._recv_free[c] + wire
-        self._recv_free[c] = at = at if at > queued else queued
-        return at
+        first = start + alpha
+        free = self._recv_free[c]
+        self._recv_free[c] = queued = (first if first > free else free) + nbytes * beta
+        at = end + alpha
+        return at if at > queued else queued
 
     # --------------------------------------------------------- non-blocking
     def isend(self, buf: Any, dest: int, tag: int) -> _Msg:
         nbytes = buf.nbytes
         self._count_send(nbytes, dest)
-        depart, end = self._depart(nbytes, dest)
         stamp = self._stamp()
-        stamp[0] = depart
         clk = self.clock
-        clk.enter()
-        reqs = [self.stamps.Isend(stamp, dest, tag), self.comm.Isend(buf, dest, tag)]
+        t0 = clk.enter(nbytes)
+        reqs = [self.comm.Isend(buf, dest, tag)]  # its stamp goes with the batch (``waitall``)
         clk.leave()
-        return _Msg(reqs, stamp, True, dest, tag, nbytes, depart, end)
+        self._seq += 1
+        return _Msg(reqs, stamp, True, dest, tag, nbytes, t0, 0.0, self._seq)
 
     def irecv(self, buf: Any, source: int, tag: int) -> _Msg:
         nbytes = buf.nbytes
         self._count_recv(nbytes, source)
         stamp = self._stamp()
         clk = self.clock
-        t0 = clk.enter()
+        t0 = clk.enter(nbytes)
         reqs = [self.stamps.Irecv(stamp, source, tag), self.comm.Irecv(buf, source, tag)]
         clk.leave()
         return _Msg(reqs, stamp, False, source, tag, nbytes, t0, 0.0)
 
     def waitall(self, requests: list) -> None:
         clk = self.clock
-        clk.enter()
+        clk.enter(sum(m.nbytes for m in requests))
         until = 0.0
         try:
+            sends = [m for m in requests if m.send]
+            if sends:
+                self._book(sends)
+                for m in sorted(sends, key=lambda m: m.seq):  # in post order, as the payloads
+                    m.reqs.append(self.stamps.Isend(m.stamp, m.peer, m.tag))
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
-                            key=lambda m: (float(m.stamp[0]), m.peer)):
-                m.done_at = self._arrive(float(m.stamp[0]), m.nbytes, m.peer)
+                            key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
+                m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer)
             for m in requests:
                 until = m.done_at if m.done_at > until else until
                 self._spare.append(m.stamp)
@@ -247,21 +281,23 @@ class VirtualTransport(BlockingByRequests, Transport):
         """Receive from any source, in virtual order: with ``sources`` (the ranks that may
         still send on ``tag`` before this rank answers one of them), hold messages until
         each of them has one here, then take the earliest departure (conservative: a
-        sender's later messages depart later). Without ``sources``: arrival order."""
+        sender's later messages depart later; ties by rank). Without ``sources``: arrival
+        order."""
         clk = self.clock
-        t0 = clk.enter()
+        t0 = clk.enter(buf.nbytes)
         at = 0.0
         try:
             held = self._held.setdefault(tag, {})
             want = [] if sources is None else [int(r) for r in sources]
             while not want and not any(held.values()) or any(not held.get(r) for r in want):
                 self._hold(buf, tag, held)
-            ready = [(q[0][0], r) for r, q in held.items() if q and (not want or r in want)]
+            ready = [(q[0][0], q[0][1], r) for r, q in held.items()
+                     if q and (not want or r in want)]
             if not ready:  # a message from a rank outside ``sources``: take it
-                ready = [(q[0][0], r) for r, q in held.items() if q]
-            depart, src = min(ready)
-            buf[...] = held[src].pop(0)[1]
-            at = self._arrive(depart, buf.nbytes, src)
+                ready = [(q[0][0], q[0][1], r) for r, q in held.items() if q]
+            start, end, src = min(ready)
+            buf[...] = held[src].pop(0)[2]
+            at = self._arrive(start, end, buf.nbytes, src)
         finally:
             t1 = clk.leave(at)
         self._count_recv(buf.nbytes, src)
@@ -277,14 +313,14 @@ class VirtualTransport(BlockingByRequests, Transport):
         src = st.Get_source()
         stamp = self._stamp()
         self.stamps.Recv(stamp, src, tag)
-        held.setdefault(src, []).append((float(stamp[0]), buf.copy()))
+        held.setdefault(src, []).append((float(stamp[0]), float(stamp[1]), buf.copy()))
         self._spare.append(stamp)
 
     # ---------------------------------------------------------- collectives
     def collective(self, kind: str, nbytes: int, remote: bool, comm: MPI.Comm, fn: Any,
                    *args: Any) -> None:
         clk = self.clock
-        self._max[0] = clk.enter()
+        self._max[0] = clk.enter(nbytes)
         until = 0.0
         try:
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
