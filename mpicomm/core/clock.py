@@ -16,8 +16,8 @@ installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
   Interference from other processes (cache refills, migrations: +12% median,
   up to +46% for a matmul loop on 2 loaded cores) only ever adds CPU time, and a
   rank of the modelled cluster has its core to itself, so the least time seen is
-  the best estimate of the uncontended cost and the run's times do not move with the host's load (after SimGrid/SMPI's
-  sampled compute blocks, ``SMPI_SAMPLE_*``);
+  the best estimate of the uncontended cost and the run's times do not move with
+  the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``);
 - ``enter()`` / ``leave(t)`` bracket an MPI call: the CPU time spent inside it
   (MPICH busy-polls) is not charged, and the timeline moves to ``t`` (the modelled
   arrival of what the call waited for) when that is later;
