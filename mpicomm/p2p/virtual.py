@@ -139,11 +139,11 @@ def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float
 class _Msg:
     """One posted message: its MPI requests, stamp, size and link."""
 
-    __slots__ = ("reqs", "stamp", "send", "peer", "tag", "nbytes", "t0", "done_at", "seq")
+    __slots__ = ("reqs", "stamp", "send", "peer", "tag", "nbytes", "t0", "done_at")
 
-    def __init__(self, reqs, stamp, send, peer, tag, nbytes, t0, done_at, seq=0) -> None:
+    def __init__(self, reqs, stamp, send, peer, tag, nbytes, t0, done_at) -> None:
         self.reqs, self.stamp, self.send, self.peer, self.tag = reqs, stamp, send, peer, tag
-        self.nbytes, self.t0, self.done_at, self.seq = nbytes, t0, done_at, seq
+        self.nbytes, self.t0, self.done_at = nbytes, t0, done_at
 
 
 class VirtualTransport(BlockingByRequests, Transport):
@@ -175,7 +175,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_free = [0.0, 0.0]
         self._spare: list[np.ndarray] = []
-        self._seq = 0  # sends posted so far (their stamps leave in this order)
+        self._unbooked: list[_Msg] = []  # sends posted since the last other transport call
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
@@ -194,8 +194,19 @@ class VirtualTransport(BlockingByRequests, Transport):
         return self._spare.pop() if self._spare else np.zeros(2, dtype=np.float64)
 
     # ------------------------------------------------------------ the model
+    def _flush(self) -> None:
+        """Book the sends posted since the last other call (one batch) and post their stamps.
+
+        Called when any other call begins (``irecv``, ``waitall``, ``recv_any``,
+        ``collective``), so a stamp always leaves before its sender waits for anything."""
+        sends, self._unbooked = self._unbooked, []
+        if sends:
+            self._book(sends)
+            for m in sends:  # in post order, as the payloads
+                m.reqs.append(self.stamps.Isend(m.stamp, m.peer, m.tag))
+
     def _book(self, sends: list) -> None:
-        """Put a batch of sends (those one ``waitall`` completes) on this rank's send queues.
+        """Put a batch of sends (posted one after another) on this rank's send queues.
 
         Per class, the batch starts when the queue is free and its first message was
         posted; its messages share the interface fairly (a NIC interleaves the messages
@@ -237,10 +248,11 @@ class VirtualTransport(BlockingByRequests, Transport):
         stamp = self._stamp()
         clk = self.clock
         t0 = clk.enter(nbytes)
-        reqs = [self.comm.Isend(buf, dest, tag)]  # its stamp goes with the batch (``waitall``)
+        reqs = [self.comm.Isend(buf, dest, tag)]  # its stamp leaves with the batch (``_flush``)
         clk.leave()
-        self._seq += 1
-        return _Msg(reqs, stamp, True, dest, tag, nbytes, t0, 0.0, self._seq)
+        msg = _Msg(reqs, stamp, True, dest, tag, nbytes, t0, 0.0)
+        self._unbooked.append(msg)
+        return msg
 
     def irecv(self, buf: Any, source: int, tag: int) -> _Msg:
         nbytes = buf.nbytes
@@ -248,6 +260,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         stamp = self._stamp()
         clk = self.clock
         t0 = clk.enter(nbytes)
+        self._flush()
         reqs = [self.stamps.Irecv(stamp, source, tag), self.comm.Irecv(buf, source, tag)]
         clk.leave()
         return _Msg(reqs, stamp, False, source, tag, nbytes, t0, 0.0)
@@ -257,11 +270,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         clk.enter(sum(m.nbytes for m in requests))
         until = 0.0
         try:
-            sends = [m for m in requests if m.send]
-            if sends:
-                self._book(sends)
-                for m in sorted(sends, key=lambda m: m.seq):  # in post order, as the payloads
-                    m.reqs.append(self.stamps.Isend(m.stamp, m.peer, m.tag))
+            self._flush()
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
@@ -287,6 +296,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         t0 = clk.enter(buf.nbytes)
         at = 0.0
         try:
+            self._flush()
             held = self._held.setdefault(tag, {})
             want = [] if sources is None else [int(r) for r in sources]
             while not want and not any(held.values()) or any(not held.get(r) for r in want):
@@ -323,6 +333,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._max[0] = clk.enter(nbytes)
         until = 0.0
         try:
+            self._flush()
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
             alpha, beta = self.model.alpha_beta(remote)
