@@ -52,6 +52,7 @@ __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "colle
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
 DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
+RECV_INTERVALS = 64  # busy intervals a receive queue remembers (older ones are long past)
 SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
 
 
@@ -173,7 +174,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         share = 1 if nics is None else max(1, math.ceil(local / nics))
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
         self._send_free = [0.0, 0.0]  # per class: intra, inter
-        self._recv_free = [0.0, 0.0]
+        self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._spare: list[np.ndarray] = []
         self._unbooked: list[_Msg] = []  # sends posted since the last other transport call
         self._max = np.zeros(1, dtype=np.float64)
@@ -232,13 +233,31 @@ class VirtualTransport(BlockingByRequests, Transport):
     def _arrive(self, start: float, end: float, nbytes: int, source: int) -> float:
         """Arrival of a message whose bytes left between ``start`` and ``end`` at this rank's
         receive queue of its class: α after its last byte left, and no sooner than the queue
-        can take its bytes (messages queue at a receiver: incast)."""
+        can take its bytes (messages queue at a receiver: incast).
+
+        The queue is a list of busy intervals: a message takes the first gap of n·β from
+        start + α on, so one that started earlier is not queued behind one the program
+        happened to wait for first (two trees' chunks, say)."""
         c = 1 if self.remote[source] else 0
         alpha, beta = self._ab[source]
-        first = start + alpha
-        free = self._recv_free[c]
-        self._recv_free[c] = queued = (first if first > free else free) + nbytes * beta
+        wire = nbytes * beta
+        t = start + alpha
+        busy = self._recv_busy[c]
+        k = len(busy)
+        for i, (b0, b1) in enumerate(busy):  # sorted by start, disjoint
+            if b1 <= t:
+                continue
+            if b0 >= t + wire:
+                k = i
+                break
+            t = b1
+        else:
+            k = len(busy)
+        busy.insert(k, (t, t + wire))
+        if len(busy) > RECV_INTERVALS:
+            del busy[0]
         at = end + alpha
+        queued = t + wire
         return at if at > queued else queued
 
     # --------------------------------------------------------- non-blocking
