@@ -6,17 +6,19 @@ nothing charged while inside MPI). Every message carries its sender's virtual
 departure time; a link model gives its arrival. Per message of n bytes on link
 class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
 
-1. send (``isend``): depart = max(now, send queue of c free); the send queue of c
-   is then busy n·β. The departure travels as an 8-byte stamp on a twin
-   communicator (``comm.Dup()``, same peer, same tag: MPI's non-overtaking rule
-   pairs stamps and payloads in order, also for ``recv_any``'s ANY_SOURCE).
-2. receive: arrival = max(depart + α + n·β, receive queue of c free + n·β); the
-   receive queue of c is free again at arrival. Receives completed together are
-   taken in departure order, so a server's incast queues at its receive side:
-   p messages of n bytes sent at once arrive n·β apart, the last at
-   α + p·n·β (linear in p).
+1. send (``isend``): the sends a rank posts in a row (until its next other
+   transport call) form a batch that starts on the send queue of class c at
+   max(first post, queue free) and shares it fairly (a NIC interleaves them): k
+   equal messages all end at start + k·n·β. Each carries a 16-byte stamp
+   (start, end) on a twin communicator (``comm.Dup()``, same peer, same tag: MPI's
+   non-overtaking rule pairs stamps and payloads in order, also for
+   ``recv_any``'s ANY_SOURCE), posted when the batch is booked.
+2. receive: arrival = max(end + α, q + n·β), q the first gap of n·β in the
+   receive queue of c (a list of busy intervals) from start + α on, so a
+   server's incast queues at its receive side: p messages of n bytes sent at
+   once arrive n·β apart, the last at α + p·n·β (linear in p).
 3. ``waitall``: the thread's clock moves to the latest arrival (receives) or
-   departure + n·β (sends) of the batch; CPU time spent waiting is not charged.
+   end (sends) of the batch; CPU time spent waiting is not charged.
 
 Full duplex: send and receive queues are separate, one pair per link class per
 rank (one network interface per rank; ``nics_per_node`` fewer than a node's
