@@ -363,17 +363,17 @@ def test_messages_posted_together_share_the_interface():
 
 
 COMPARE = ["-m", "mpicomm", "compare", "--clock", "virtual", "--strategies", "ring,ps",
-           "--ranks-per-node", "2", "--inter-link", "20us,1GB/s", "--layers", "64,128,128,10",
-           "--train-samples", "1024", "--test-samples", "64", "--eval-samples", "128",
-           "--log-every", "0", "--steps", "150", "--repeats", "1", "--no-baseline"]
+           "--ranks-per-node", "2", "--inter-link", "20us,1GB/s", "--log-every", "0",
+           "--steps", "150", "--repeats", "1", "--no-baseline"]
 
 
 @pytest.mark.slow
 def test_the_same_virtual_compare_twice_gives_the_same_step_times(tmp_path):
     """Issue 18's determinism target: step times of two runs within 2%, on a loaded host too
-    (compute segments charged their least CPU time; every message order virtual). 150 steps:
-    a segment's first occurrences are charged as measured, so a short run keeps more of the
-    host's noise (40 steps at load 30: the ring 13% apart; 150 steps: 1.3%, ps 0.2%)."""
+    (compute segments charged their least CPU time; every message order virtual). The README
+    job's model, 150 steps: a segment's first occurrences are charged as measured, so a short
+    run of a small model keeps more of the host's noise (64,128,128,10 for 40 steps at load 30:
+    the ring 13% apart)."""
     steps = []
     for k in range(2):
         out = tmp_path / f"c{k}.json"
