@@ -19,19 +19,23 @@ NCCL's own latencies and bandwidth share (``profiles.NCCL_PROTOCOLS``, from NCCL
 ``src/graph/tuning.cc``; a hop never costs less than the profile's own α for that link).
 
 A cluster that is not ``pipelined`` (mpicomm's reducers over MPI, one blocking exchange per
-step) takes the step-by-step host forms of ``formulas`` for ring, hierarchical and ps: a
-step waits for its slowest link (2(p−1)·α_slow), phases add, a server pushes then pulls.
+step) takes the step-by-step forms for ring, tree, hierarchical and ps: a step waits for its
+slowest link (2(p−1)·α_slow), phases add; mpicomm's tree spans ranks
+(``algos.tree_allreduce_time`` on the slower link); a server pushes then pulls, its messages
+queuing per link class (``ps_interfaces_time``: intra-node peers do not queue on the NIC).
 """
 
 from __future__ import annotations
 
 from mpicomm.costmodel import formulas as host
 from mpicomm.costmodel import profiles as nccl
+from mpicomm.costmodel.algos import tree_allreduce_time
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
     multichannel_ring_time,
     ps_duplex_time,
+    ps_interfaces_time,
     rabenseifner_cluster_time,
     recursive_doubling_cluster_time,
     switch_tree_time,
@@ -79,7 +83,7 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
     if protocols and (strategy in ("ring", "tree") or (strategy == "hierarchical"
                                                        and o.get("in_network"))):
         return _nccl_time(strategy, p, n, cluster, local, nodes, o, protocols)
-    if not cluster.pipelined and strategy in ("ring", "hierarchical", "ps"):
+    if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps"):
         return _stepwise(strategy, p, n, local, nodes, intra, inter, shared, g, c, a0, o)
     if strategy == "ring":
         return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
@@ -122,9 +126,10 @@ def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, in
         b_e = inter[1] * max(1.0, local / nics)
         return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
                                            o.get("variant") or "reduce_scatter")
+    if strategy == "tree":
+        return a0 + tree_allreduce_time(p, n, slow[0], slow[1], g)
     s = int(o.get("servers") or 1)
-    alpha, beta = shared if s > 1 else slow
-    return a0 + host.ps_time(p, n, alpha, beta, g, s, bool(o.get("dedicated")))
+    return a0 + ps_interfaces_time(p, n, local, intra, shared, g, s, bool(o.get("dedicated")))
 
 
 def _channels_opt(o: dict) -> int:
