@@ -45,7 +45,13 @@ import numpy as np
 
 from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
-from mpicomm.costmodel.algos import double_binary_tree, tree_chunk_bytes, tree_chunks, tree_depth
+from mpicomm.costmodel.algos import (
+    double_binary_tree,
+    tree_chunk_bytes,
+    tree_chunks,
+    tree_depth,
+    tree_levels,
+)
 from mpicomm.reducers.base import Reducer
 
 __all__ = ["TreeReducer"]
@@ -56,11 +62,10 @@ _TAG_UP, _TAG_DOWN = tags.TREE_UP, tags.TREE_DOWN  # + tree index
 class _Plan:
     """Per (length, dtype, array type): each tree's chunk offsets and the children's scratch."""
 
-    __slots__ = ("chunks", "count", "scratch")
+    __slots__ = ("chunks", "scratch")
 
-    def __init__(self, chunks, count, scratch) -> None:
+    def __init__(self, chunks, scratch) -> None:
         self.chunks = chunks  # per tree: absolute offsets cutting its half into chunks
-        self.count = count  # most chunks of either tree (the loop length)
         self.scratch = scratch  # per tree, per child: one chunk of scratch
 
 
@@ -73,6 +78,7 @@ class TreeReducer(Reducer):
         super().__init__(comm, options, **kw)
         self._trees = double_binary_tree(self.size, self.rank)  # ((parent, children), ...)
         self._depth = tree_depth(self.size)
+        self._levels = tree_levels(self.size, self.rank)  # per tree: (height, depth)
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module name -> scratch for every child's chunk
 
@@ -84,8 +90,7 @@ class TreeReducer(Reducer):
             step = tree_chunk_bytes(flat.nbytes, self._depth)  # same on every rank
             chunks = [[lo + o for o in tree_chunks(hi - lo, flat.itemsize, step)]
                       for lo, hi in ((0, first), (first, flat.size))]
-            count = max(len(c) - 1 for c in chunks)
-            plan = self._plans[key] = _Plan(chunks, count, self._scratch(flat, chunks))
+            plan = self._plans[key] = _Plan(chunks, self._scratch(flat, chunks))
         return plan
 
     def _scratch(self, flat, chunks):
@@ -112,48 +117,58 @@ class TreeReducer(Reducer):
         self._reduce_up(flat, plan, scale, not isinstance(flat, np.ndarray))
         self._broadcast_down(flat, plan)
 
-    def _chunk_j(self, flat, plan: _Plan, j: int):
-        """Yield (tree, parent, children, chunk j of the tree's half) for trees that have it."""
+    def _active(self, plan: _Plan, step: int, level: int):
+        """Yield (tree, parent, children, chunk bounds) of the trees with a chunk at ``step``.
+
+        Tree t's chunk j comes at step j + (height in t) going up (level 0) and
+        j + (depth in t) going down (level 1)."""
         for t, (up, children) in enumerate(self._trees):
             bounds = plan.chunks[t]
-            if j + 1 < len(bounds):
-                yield t, up, children, flat[bounds[j]:bounds[j + 1]]
+            j = step - self._levels[t][level]
+            if 0 <= j < len(bounds) - 1:
+                yield t, up, children, bounds[j], bounds[j + 1]
+
+    def _steps(self, plan: _Plan, level: int) -> int:
+        """Steps this rank takes in one phase: up to its last chunk of either tree."""
+        return max(len(b) - 1 + lv[level] for b, lv in zip(plan.chunks, self._levels, strict=True))
 
     def _reduce_up(self, flat, plan: _Plan, scale, on_device: bool) -> None:
         """Steps 1-2: stream the chunks up both trees; the roots scale for op="mean"."""
-        p2p, pending = self.p2p, [[], []]  # per tree: the send of the previous chunk
-        for j in range(plan.count):
-            posted = []
-            for t, up, children, chunk in self._chunk_j(flat, plan, j):
-                got = [s[:chunk.size] for s in plan.scratch[t]]
-                reqs = [p2p.irecv(g, c, _TAG_UP + t) for g, c in zip(got, children, strict=True)]
-                posted.append((t, up, chunk, got, reqs))
-            for t, up, chunk, got, reqs in posted:  # one tree at a time: see _broadcast_down
-                p2p.waitall(reqs + pending[t])
+        p2p, pending = self.p2p, []  # the sends of the previous step
+        for step in range(self._steps(plan, 0)):
+            posted, reqs = [], []
+            for t, up, children, lo, hi in self._active(plan, step, 0):
+                got = [s[:hi - lo] for s in plan.scratch[t]]
+                reqs += [p2p.irecv(g, c, _TAG_UP + t) for g, c in zip(got, children, strict=True)]
+                posted.append((up, flat[lo:hi], got, t))
+            if not posted:
+                continue
+            p2p.waitall(reqs + pending)  # one wait over both trees: sent a step or more ago
+            pending = []
+            for up, chunk, got, t in posted:
                 for g in got:
                     np.add(chunk, g, out=chunk)
                 if up < 0 and scale is not None:
                     chunk *= scale
                 if on_device:
                     sync_device(chunk)
-                pending[t] = [p2p.isend(chunk, up, _TAG_UP + t)] if up >= 0 else []
-        p2p.waitall(pending[0] + pending[1])
+                if up >= 0:
+                    pending.append(p2p.isend(chunk, up, _TAG_UP + t))
+        p2p.waitall(pending)
 
     def _broadcast_down(self, flat, plan: _Plan) -> None:
-        """Step 3: stream the reduced chunks from each root down its tree.
-
-        Each tree's messages are waited for apart: a rank may be the parent of
-        another in one tree and its child in the other (p = 2: 0 above 1 in
-        tree 0, 1 above 0 in tree 1), so one wait over both trees would have
-        each rank wait for the other before sending.
-        """
-        p2p, pending = self.p2p, [[], []]
-        for j in range(plan.count):
-            posted = []
-            for t, up, children, chunk in self._chunk_j(flat, plan, j):
-                reqs = [p2p.irecv(chunk, up, _TAG_DOWN + t)] if up >= 0 else []
-                posted.append((t, children, chunk, reqs))
-            for t, children, chunk, reqs in posted:
-                p2p.waitall(reqs + pending[t])
-                pending[t] = [p2p.isend(chunk, c, _TAG_DOWN + t) for c in children]
-        p2p.waitall(pending[0] + pending[1])
+        """Step 3: stream the reduced chunks from each root down its tree."""
+        p2p, pending = self.p2p, []
+        for step in range(self._steps(plan, 1)):
+            posted, reqs = [], []
+            for t, up, children, lo, hi in self._active(plan, step, 1):
+                chunk = flat[lo:hi]
+                if up >= 0:
+                    reqs.append(p2p.irecv(chunk, up, _TAG_DOWN + t))
+                posted.append((children, chunk, t))
+            if not posted:
+                continue
+            p2p.waitall(reqs + pending)
+            pending = [p2p.isend(chunk, c, _TAG_DOWN + t)
+                       for children, chunk, t in posted for c in children]
+        p2p.waitall(pending)
