@@ -14,9 +14,12 @@ per byte to add.
     multiring  2(p-1)·S + (p-1)/p·n·γ,  s = n/(K·p) bytes per message and
                S = max over ranks and classes of (messages of that class the rank
                sends or receives per step)·(α + s·β) of that class
-    tree       (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ),  c = n/(2k) bytes per chunk,
-               k chunks per tree, D = depth, q = most messages a rank has on one
-               queue per step, c_max = most children a rank has over both trees
+    tree       2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ,  c = n/(2k)
+               bytes per chunk, k chunks per tree, D = depth, S = max over classes
+               of q_c·(α + c·β) of that class, q_c = most messages of class c a rank
+               has on one queue per step, S_d the same over the classes of the edges
+               whose child is at depth d, c_max = most children a rank has over both
+               trees; one class: (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ)
 """
 
 from __future__ import annotations

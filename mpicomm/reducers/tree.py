@@ -8,32 +8,47 @@ two trees every rank sends and receives about 2n, like the ring. Tree t reduces
 half t of the buffer (the first half takes the odd element), cut into about
 4·D chunks (``tree_chunk_bytes``: 64 KiB to 1 MiB); the two trees work at the same time.
 
-1. Reduce up, pipelined: for chunk j = 0, 1, ...: post the receives of chunk j
-   from every child of both trees (into preallocated scratch, one chunk per
-   child); then, one tree at a time, wait for that tree's receives together
-   with this rank's send of its chunk j-1, add the children's chunks into the
-   buffer in a fixed order (own + first child + second child) and send chunk j
-   to the parent (``isend``, completed at the next chunk). One wait over both
-   trees could deadlock: a rank can sit above another in one tree and below
-   it in the other (p = 2). A rank at height h works on chunk j while those under
-   it work on chunk j+1, j+2, ...: the chunks stream up the tree.
+1. Reduce up, pipelined in steps: a rank handles chunk j of tree t at step
+   j + (its height in t) (``costmodel.algos.tree_levels``; leaves 0). At each
+   step it posts the receives of that step's chunks from its children in both
+   trees (into preallocated scratch, one chunk per child), waits for them
+   together with its sends of the previous step (one wait over both trees), adds
+   the children's chunks into the buffer in a fixed order (own + first child +
+   second child) and sends each chunk to its parent (``isend``, completed at the
+   next step). A child's height is below its parent's, so every message waited
+   for at a step was sent at an earlier one: one wait over both trees cannot
+   deadlock, even where a rank sits above another in one tree and below it in
+   the other (p = 2). Handling chunk j of both trees in the same step instead
+   (heights ignored) makes the root of one tree, a leaf of the other, hold
+   its leaf chunk j until its root chunk j is complete: a cycle through both
+   trees that took 3.75x the formula on one link (docs/tree_and_channels.md).
 2. (op="mean") the root of each tree scales each chunk once it is complete.
-3. Broadcast down, pipelined: for chunk j: receive chunk j from the parent of
-   each tree straight into the buffer (waiting, tree by tree, with the sends of
-   chunk j-1), then send it to the children. Every element is summed once, at its root, and
-   copied down: every rank ends bit-identical.
+3. Broadcast down, the same way at step j + (depth in t): receive chunk j from
+   the parent of each tree straight into the buffer (one wait, with the previous
+   step's sends), then send it to the children. Every element is summed once, at
+   its root, and copied down: every rank ends bit-identical.
 
-Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes, q <= 2 the most
-messages a rank has on one send or receive queue per step, q = 1 at p = 2):
+Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes; per link class
+q_c = the most messages of class c on one send or receive queue of a rank per
+step over both trees, q ≤ 2, q = 1 at p = 2; S = max_c q_c·(α_c + c·β_c); S_d the
+same over the classes of the edges whose child is at depth d; c_max = most
+children a rank has over both trees):
 
-    T_tree = (D + k - 1)·(2·q·(α + c·β) + 2·c·γ)
+    T_tree = 2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ
+
+on one link class (S_d = S = q·(α + c·β)):
+
+    T_tree = (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ)
 
 so ≈ 4·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α, and for large n
 (k ≫ D) ≈ 2n·β + n·γ (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
 plus a pipeline fill of (D-1) chunk steps. It wins where latency dominates —
 small and medium buffers at many ranks; the ring wins for large buffers on few
-ranks. ``costmodel.algos.tree_allreduce_time`` evaluates it from the trees'
-shapes; ``tree_bytes_sent`` gives each rank's bytes exactly.
+ranks. Across nodes few tree edges cross (at 8 ranks on 2 nodes of 4, one
+inter-node message per queue per step), so S is one inter-node message, not two.
+``costmodel.algos.tree_allreduce_time`` (one class) and ``tree_cluster_time``
+(intra and inter) evaluate it from the trees' shapes; ``tree_bytes_sent`` gives
+each rank's bytes exactly.
 
 NCCL builds the trees over nodes with a chain inside each node; here they span
 ranks directly.
