@@ -14,9 +14,12 @@ per byte to add.
     multiring  2(p-1)·S + (p-1)/p·n·γ,  s = n/(K·p) bytes per message and
                S = max over ranks and classes of (messages of that class the rank
                sends or receives per step)·(α + s·β) of that class
-    tree       (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ),  c = n/(2k) bytes per chunk,
-               k chunks per tree, D = depth, q = most messages a rank has on one
-               queue per step, c_max = most children a rank has over both trees
+    tree       2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ,  c = n/(2k)
+               bytes per chunk, k chunks per tree, D = depth, S = max over classes
+               of q_c·(α + c·β) of that class, q_c = most messages of class c a rank
+               has on one queue per step, S_d the same over the classes of the edges
+               whose child is at depth d, c_max = most children a rank has over both
+               trees; one class: (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ)
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import math
 
 __all__ = [
     "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
-    "double_binary_tree", "tree_depth", "channel_rings", "tree_chunks", "multiring_time",
-    "tree_allreduce_time", "multiring_bytes_sent", "tree_bytes_sent", "tree_messages_sent",
+    "double_binary_tree", "tree_depth", "tree_levels", "channel_rings", "tree_chunks",
+    "multiring_time", "tree_allreduce_time", "tree_cluster_time", "multiring_bytes_sent",
+    "tree_bytes_sent", "tree_messages_sent",
 ]
 
 # the tree cuts each half of the buffer into about 4·depth chunks of these bounds (tree_chunk_bytes)
@@ -99,6 +103,36 @@ def tree_depth(p: int) -> int:
                 d, node = d + 1, up
             deepest = max(deepest, d)
     return deepest
+
+
+def _tree_levels_all(p: int) -> list[tuple[list[int], list[int]]]:
+    """Per tree of ``double_binary_tree``: (height, depth) of every rank, as two lists."""
+    shapes = [double_binary_tree(p, r) for r in range(p)]
+    levels = []
+    for t in (0, 1):
+        parent = [shapes[r][t][0] for r in range(p)]
+        depth = [0] * p
+        for r in range(p):
+            node = r
+            while parent[node] >= 0:
+                depth[r], node = depth[r] + 1, parent[node]
+        height = [0] * p
+        for r in sorted(range(p), key=lambda r: -depth[r]):  # children before parents
+            if parent[r] >= 0:
+                height[parent[r]] = max(height[parent[r]], height[r] + 1)
+        levels.append((height, depth))
+    return levels
+
+
+def tree_levels(p: int, rank: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Return ``rank``'s (height, depth) in each tree of ``double_binary_tree``.
+
+    Height: edges of the longest path down to a leaf (0 at a leaf); depth: edges
+    up to the root (0 at the root). The tree reducer works on chunk j of a tree at
+    step j + height (reduce) and j + depth (broadcast).
+    """
+    (h0, d0), (h1, d1) = _tree_levels_all(p)
+    return (h0[rank], d0[rank]), (h1[rank], d1[rank])
 
 
 def channel_rings(node_of: list[int], channels: int) -> list[list[int]]:
@@ -221,17 +255,40 @@ def multiring_time(p: int, n: float, channels: int, ranks_per_node: int,
 
 
 def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """Double binary tree, reduce up then broadcast down, pipelined (module docstring)."""
+    """Double binary tree on one link class: ``tree_cluster_time`` with every rank on one node."""
+    return tree_cluster_time(p, n, p, (alpha, beta), (alpha, beta), gamma)
+
+
+def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float, float],
+                      inter: tuple[float, float], gamma: float) -> float:
+    """Double binary tree, reduce up then broadcast down, pipelined (module docstring).
+
+    Per phase (k - 1)·S + Σ_d S_d: S = max over link classes of q_c·(α_c + c·β_c), q_c the
+    most messages of class c on one queue of a rank per step (both trees); S_d the same
+    over the classes of the tree edges whose child is at depth d (the pipeline fill).
+    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks.
+    """
     if p <= 1 or n <= 0:
         return 0.0
+    node_of = [r // max(ranks_per_node, 1) for r in range(p)]
     depth = tree_depth(p)
     k = max(math.ceil(n / 2 / tree_chunk_bytes(n, depth)), 1)
     c = n / (2 * k)
-    queue = kids = 0
+    depths = [d for _, d in _tree_levels_all(p)]
+    queue, kids, at_depth = [0, 0], 0, [set() for _ in range(depth + 1)]
     for r in range(p):
         shapes = double_binary_tree(p, r)
-        children = sum(len(ch) for _, ch in shapes)
-        parents = sum(up >= 0 for up, _ in shapes)
-        queue, kids = max(queue, children, parents), max(kids, children)
-    step = queue * (alpha + c * beta)
-    return (depth + k - 1) * (2 * step + kids * c * gamma)
+        ups, downs = [0, 0], [0, 0]
+        for t, (up, children) in enumerate(shapes):
+            if up >= 0:
+                cls = int(node_of[up] != node_of[r])
+                ups[cls] += 1
+                at_depth[depths[t][r]].add(cls)
+            for ch in children:
+                downs[int(node_of[ch] != node_of[r])] += 1
+        queue = [max(queue[i], ups[i], downs[i]) for i in (0, 1)]
+        kids = max(kids, sum(len(ch) for _, ch in shapes))
+    cost = [q * (a + c * b) for q, (a, b) in zip(queue, (intra, inter), strict=True)]
+    step = max(cost)
+    fill = sum(max(cost[cls] for cls in classes) for classes in at_depth if classes)
+    return 2 * ((k - 1) * step + fill) + (depth + k - 1) * kids * c * gamma

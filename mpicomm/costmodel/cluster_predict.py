@@ -21,15 +21,16 @@ NCCL's own latencies and bandwidth share (``profiles.NCCL_PROTOCOLS``, from NCCL
 A cluster that is not ``pipelined`` (mpicomm's reducers over MPI, one blocking exchange per
 step) takes the step-by-step forms for ring, tree, hierarchical and ps: a step waits for its
 slowest link (2(p−1)·α_slow), phases add; mpicomm's tree spans ranks
-(``algos.tree_allreduce_time`` on the slower link); a server pushes then pulls, its messages
-queuing per link class (``ps_interfaces_time``: intra-node peers do not queue on the NIC).
+(``algos.tree_cluster_time``: a step costs the busiest queue of either link class); a
+server pushes then pulls, its messages queuing per link class (``ps_interfaces_time``:
+intra-node peers do not queue on the NIC).
 """
 
 from __future__ import annotations
 
 from mpicomm.costmodel import formulas as host
 from mpicomm.costmodel import profiles as nccl
-from mpicomm.costmodel.algos import tree_allreduce_time
+from mpicomm.costmodel.algos import tree_cluster_time
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
@@ -127,7 +128,7 @@ def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, in
         return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
                                            o.get("variant") or "reduce_scatter")
     if strategy == "tree":
-        return a0 + tree_allreduce_time(p, n, slow[0], slow[1], g)
+        return a0 + tree_cluster_time(p, n, local, intra, shared, g)
     s = int(o.get("servers") or 1)
     return a0 + ps_interfaces_time(p, n, local, intra, shared, g, s, bool(o.get("dedicated")))
 

@@ -8,32 +8,47 @@ two trees every rank sends and receives about 2n, like the ring. Tree t reduces
 half t of the buffer (the first half takes the odd element), cut into about
 4·D chunks (``tree_chunk_bytes``: 64 KiB to 1 MiB); the two trees work at the same time.
 
-1. Reduce up, pipelined: for chunk j = 0, 1, ...: post the receives of chunk j
-   from every child of both trees (into preallocated scratch, one chunk per
-   child); then, one tree at a time, wait for that tree's receives together
-   with this rank's send of its chunk j-1, add the children's chunks into the
-   buffer in a fixed order (own + first child + second child) and send chunk j
-   to the parent (``isend``, completed at the next chunk). One wait over both
-   trees could deadlock: a rank can sit above another in one tree and below
-   it in the other (p = 2). A rank at height h works on chunk j while those under
-   it work on chunk j+1, j+2, ...: the chunks stream up the tree.
+1. Reduce up, pipelined in steps: a rank handles chunk j of tree t at step
+   j + (its height in t) (``costmodel.algos.tree_levels``; leaves 0). At each
+   step it posts the receives of that step's chunks from its children in both
+   trees (into preallocated scratch, one chunk per child), waits for them
+   together with its sends of the previous step (one wait over both trees), adds
+   the children's chunks into the buffer in a fixed order (own + first child +
+   second child) and sends each chunk to its parent (``isend``, completed at the
+   next step). A child's height is below its parent's, so every message waited
+   for at a step was sent at an earlier one: one wait over both trees cannot
+   deadlock, even where a rank sits above another in one tree and below it in
+   the other (p = 2). Handling chunk j of both trees in the same step instead
+   (heights ignored) makes the root of one tree, a leaf of the other, hold
+   its leaf chunk j until its root chunk j is complete: a cycle through both
+   trees that took 3.75x the formula on one link (docs/tree_and_channels.md).
 2. (op="mean") the root of each tree scales each chunk once it is complete.
-3. Broadcast down, pipelined: for chunk j: receive chunk j from the parent of
-   each tree straight into the buffer (waiting, tree by tree, with the sends of
-   chunk j-1), then send it to the children. Every element is summed once, at its root, and
-   copied down: every rank ends bit-identical.
+3. Broadcast down, the same way at step j + (depth in t): receive chunk j from
+   the parent of each tree straight into the buffer (one wait, with the previous
+   step's sends), then send it to the children. Every element is summed once, at
+   its root, and copied down: every rank ends bit-identical.
 
-Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes, q <= 2 the most
-messages a rank has on one send or receive queue per step, q = 1 at p = 2):
+Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes; per link class
+q_c = the most messages of class c on one send or receive queue of a rank per
+step over both trees, q ≤ 2, q = 1 at p = 2; S = max_c q_c·(α_c + c·β_c); S_d the
+same over the classes of the edges whose child is at depth d; c_max = most
+children a rank has over both trees):
 
-    T_tree = (D + k - 1)·(2·q·(α + c·β) + 2·c·γ)
+    T_tree = 2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ
+
+on one link class (S_d = S = q·(α + c·β)):
+
+    T_tree = (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ)
 
 so ≈ 4·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α, and for large n
 (k ≫ D) ≈ 2n·β + n·γ (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
 plus a pipeline fill of (D-1) chunk steps. It wins where latency dominates —
 small and medium buffers at many ranks; the ring wins for large buffers on few
-ranks. ``costmodel.algos.tree_allreduce_time`` evaluates it from the trees'
-shapes; ``tree_bytes_sent`` gives each rank's bytes exactly.
+ranks. Across nodes few tree edges cross (at 8 ranks on 2 nodes of 4, one
+inter-node message per queue per step), so S is one inter-node message, not two.
+``costmodel.algos.tree_allreduce_time`` (one class) and ``tree_cluster_time``
+(intra and inter) evaluate it from the trees' shapes; ``tree_bytes_sent`` gives
+each rank's bytes exactly.
 
 NCCL builds the trees over nodes with a chain inside each node; here they span
 ranks directly.
@@ -45,7 +60,13 @@ import numpy as np
 
 from mpicomm.core import tags
 from mpicomm.core.backend import array_module, sync_device
-from mpicomm.costmodel.algos import double_binary_tree, tree_chunk_bytes, tree_chunks, tree_depth
+from mpicomm.costmodel.algos import (
+    double_binary_tree,
+    tree_chunk_bytes,
+    tree_chunks,
+    tree_depth,
+    tree_levels,
+)
 from mpicomm.reducers.base import Reducer
 
 __all__ = ["TreeReducer"]
@@ -56,11 +77,10 @@ _TAG_UP, _TAG_DOWN = tags.TREE_UP, tags.TREE_DOWN  # + tree index
 class _Plan:
     """Per (length, dtype, array type): each tree's chunk offsets and the children's scratch."""
 
-    __slots__ = ("chunks", "count", "scratch")
+    __slots__ = ("chunks", "scratch")
 
-    def __init__(self, chunks, count, scratch) -> None:
+    def __init__(self, chunks, scratch) -> None:
         self.chunks = chunks  # per tree: absolute offsets cutting its half into chunks
-        self.count = count  # most chunks of either tree (the loop length)
         self.scratch = scratch  # per tree, per child: one chunk of scratch
 
 
@@ -73,6 +93,7 @@ class TreeReducer(Reducer):
         super().__init__(comm, options, **kw)
         self._trees = double_binary_tree(self.size, self.rank)  # ((parent, children), ...)
         self._depth = tree_depth(self.size)
+        self._levels = tree_levels(self.size, self.rank)  # per tree: (height, depth)
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module name -> scratch for every child's chunk
 
@@ -84,8 +105,7 @@ class TreeReducer(Reducer):
             step = tree_chunk_bytes(flat.nbytes, self._depth)  # same on every rank
             chunks = [[lo + o for o in tree_chunks(hi - lo, flat.itemsize, step)]
                       for lo, hi in ((0, first), (first, flat.size))]
-            count = max(len(c) - 1 for c in chunks)
-            plan = self._plans[key] = _Plan(chunks, count, self._scratch(flat, chunks))
+            plan = self._plans[key] = _Plan(chunks, self._scratch(flat, chunks))
         return plan
 
     def _scratch(self, flat, chunks):
@@ -112,48 +132,58 @@ class TreeReducer(Reducer):
         self._reduce_up(flat, plan, scale, not isinstance(flat, np.ndarray))
         self._broadcast_down(flat, plan)
 
-    def _chunk_j(self, flat, plan: _Plan, j: int):
-        """Yield (tree, parent, children, chunk j of the tree's half) for trees that have it."""
+    def _active(self, plan: _Plan, step: int, level: int):
+        """Yield (tree, parent, children, chunk bounds) of the trees with a chunk at ``step``.
+
+        Tree t's chunk j comes at step j + (height in t) going up (level 0) and
+        j + (depth in t) going down (level 1)."""
         for t, (up, children) in enumerate(self._trees):
             bounds = plan.chunks[t]
-            if j + 1 < len(bounds):
-                yield t, up, children, flat[bounds[j]:bounds[j + 1]]
+            j = step - self._levels[t][level]
+            if 0 <= j < len(bounds) - 1:
+                yield t, up, children, bounds[j], bounds[j + 1]
+
+    def _steps(self, plan: _Plan, level: int) -> int:
+        """Steps this rank takes in one phase: up to its last chunk of either tree."""
+        return max(len(b) - 1 + lv[level] for b, lv in zip(plan.chunks, self._levels, strict=True))
 
     def _reduce_up(self, flat, plan: _Plan, scale, on_device: bool) -> None:
         """Steps 1-2: stream the chunks up both trees; the roots scale for op="mean"."""
-        p2p, pending = self.p2p, [[], []]  # per tree: the send of the previous chunk
-        for j in range(plan.count):
-            posted = []
-            for t, up, children, chunk in self._chunk_j(flat, plan, j):
-                got = [s[:chunk.size] for s in plan.scratch[t]]
-                reqs = [p2p.irecv(g, c, _TAG_UP + t) for g, c in zip(got, children, strict=True)]
-                posted.append((t, up, chunk, got, reqs))
-            for t, up, chunk, got, reqs in posted:  # one tree at a time: see _broadcast_down
-                p2p.waitall(reqs + pending[t])
+        p2p, pending = self.p2p, []  # the sends of the previous step
+        for step in range(self._steps(plan, 0)):
+            posted, reqs = [], []
+            for t, up, children, lo, hi in self._active(plan, step, 0):
+                got = [s[:hi - lo] for s in plan.scratch[t]]
+                reqs += [p2p.irecv(g, c, _TAG_UP + t) for g, c in zip(got, children, strict=True)]
+                posted.append((up, flat[lo:hi], got, t))
+            if not posted:
+                continue
+            p2p.waitall(reqs + pending)  # one wait over both trees: sent a step or more ago
+            pending = []
+            for up, chunk, got, t in posted:
                 for g in got:
                     np.add(chunk, g, out=chunk)
                 if up < 0 and scale is not None:
                     chunk *= scale
                 if on_device:
                     sync_device(chunk)
-                pending[t] = [p2p.isend(chunk, up, _TAG_UP + t)] if up >= 0 else []
-        p2p.waitall(pending[0] + pending[1])
+                if up >= 0:
+                    pending.append(p2p.isend(chunk, up, _TAG_UP + t))
+        p2p.waitall(pending)
 
     def _broadcast_down(self, flat, plan: _Plan) -> None:
-        """Step 3: stream the reduced chunks from each root down its tree.
-
-        Each tree's messages are waited for apart: a rank may be the parent of
-        another in one tree and its child in the other (p = 2: 0 above 1 in
-        tree 0, 1 above 0 in tree 1), so one wait over both trees would have
-        each rank wait for the other before sending.
-        """
-        p2p, pending = self.p2p, [[], []]
-        for j in range(plan.count):
-            posted = []
-            for t, up, children, chunk in self._chunk_j(flat, plan, j):
-                reqs = [p2p.irecv(chunk, up, _TAG_DOWN + t)] if up >= 0 else []
-                posted.append((t, children, chunk, reqs))
-            for t, children, chunk, reqs in posted:
-                p2p.waitall(reqs + pending[t])
-                pending[t] = [p2p.isend(chunk, c, _TAG_DOWN + t) for c in children]
-        p2p.waitall(pending[0] + pending[1])
+        """Step 3: stream the reduced chunks from each root down its tree."""
+        p2p, pending = self.p2p, []
+        for step in range(self._steps(plan, 1)):
+            posted, reqs = [], []
+            for t, up, children, lo, hi in self._active(plan, step, 1):
+                chunk = flat[lo:hi]
+                if up >= 0:
+                    reqs.append(p2p.irecv(chunk, up, _TAG_DOWN + t))
+                posted.append((children, chunk, t))
+            if not posted:
+                continue
+            p2p.waitall(reqs + pending)
+            pending = [p2p.isend(chunk, c, _TAG_DOWN + t)
+                       for children, chunk, t in posted for c in children]
+        p2p.waitall(pending)

@@ -62,7 +62,7 @@ def test_virtual_compare_gives_a_verdict_on_two_cores(tmp_path):
 @pytest.mark.slow
 def test_virtual_runs_match_the_predictor_on_its_cluster(tmp_path):
     """Issue 18's 'virtual run against formula' at 8 ranks (2 nodes of 4, 20us,1GB/s between):
-    the multi-channel ring, hierarchical and ps with S = p at 16 MiB each within 10% of
+    the multi-channel ring, the tree, hierarchical and ps with S = p at 16 MiB each within 10% of
     ``cluster_time`` on ``virtual.cluster`` (experiments/virtual_vs_formula.py runs them all,
     at 16 ranks too)."""
     import importlib.util
@@ -73,8 +73,8 @@ def test_virtual_runs_match_the_predictor_on_its_cluster(tmp_path):
     vf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(vf)
     p, n, out = 8, 16 << 20, str(tmp_path / "b.json")
-    opts = {"ring": {"channels": 4}, "hierarchical": {}, "ps": {"servers": p}}
-    res = run_mpi(p, vf.bench_argv(p, "ring,hierarchical,ps", {"channels": 4, "servers": p},
+    opts = {"ring": {"channels": 4}, "tree": {}, "hierarchical": {}, "ps": {"servers": p}}
+    res = run_mpi(p, vf.bench_argv(p, "ring,tree,hierarchical,ps", {"channels": 4, "servers": p},
                                    n, out), timeout=300)
     assert res.returncode == 0, res.tail()
     for strategy, o in opts.items():

@@ -1,10 +1,11 @@
 """tree (double binary tree) against NumPy at 1-8 ranks, bit-identical on every rank, and
 its shapes and byte counts against ``mpicomm.costmodel.algos``."""
 
+import json
 import math
 
 import pytest
-from mpi_harness import run_script
+from mpi_harness import run_mpi, run_script
 
 from mpicomm.costmodel import ring_time
 from mpicomm.costmodel.algos import (
@@ -14,7 +15,9 @@ from mpicomm.costmodel.algos import (
     tree_allreduce_time,
     tree_bytes_sent,
     tree_chunk_bytes,
+    tree_cluster_time,
     tree_depth,
+    tree_levels,
 )
 
 # 0 and 1 leave a tree empty; 131101 (prime) moves 4 (float32) or 8 (float64) chunks of
@@ -119,3 +122,52 @@ def test_tree_bad_input_errors_on_every_rank():
     res = run_script(3, "check_errors.py", "tree", "{}", timeout=90)
     res.expect_ok()
     assert all("elements" in r["mismatch_message"] for r in res.records)
+
+
+def test_tree_levels_by_hand():
+    """8 ranks: tree 0 is 0 <- 4 <- {2, 6} <- odd ranks; tree 1 its mirror (r plays 7 - r)."""
+    heights = [3, 0, 1, 0, 2, 0, 1, 0]
+    depths = [0, 3, 2, 3, 1, 3, 2, 3]
+    for r in range(8):
+        (h0, d0), (h1, d1) = tree_levels(8, r)
+        assert (h0, d0) == (heights[r], depths[r])
+        assert (h1, d1) == (heights[7 - r], depths[7 - r])
+    for p in (2, 5, 13):  # a child sits one level below its parent, above its own children
+        for r in range(p):
+            for t, (up, children) in enumerate(double_binary_tree(p, r)):
+                h, d = tree_levels(p, r)[t]
+                assert all(tree_levels(p, c)[t][1] == d + 1 for c in children)
+                assert all(tree_levels(p, c)[t][0] < h for c in children)
+                assert (up < 0) == (d == 0) and (not children) == (h == 0)
+
+
+def test_tree_cluster_time_charges_each_class_its_own_queue():
+    """8 ranks on 2 nodes of 4: at most one inter-node message per queue per step (0-4, 2-4 in
+    tree 0; 7-3, 5-3 in tree 1), two intra-node; the fill runs depth 1 and 2 across, 3 inside."""
+    n, intra, inter = 1 << 24, (1e-6, 1e-10), (20e-6, 1e-9)
+    k = math.ceil(n / 2 / tree_chunk_bytes(n, 3))
+    c = n / (2 * k)
+    s_inter, s_intra = inter[0] + c * inter[1], 2 * (intra[0] + c * intra[1])
+    want = 2 * ((k - 1) * s_inter + 2 * s_inter + s_intra)
+    assert tree_cluster_time(8, n, 4, intra, inter, 0.0) == pytest.approx(want)
+    # one class: the old form (D + k - 1)·2·q·(α + c·β), q = 2
+    flat = tree_allreduce_time(8, n, *inter, 0.0)
+    assert flat == pytest.approx((3 + k - 1) * 2 * 2 * (inter[0] + c * inter[1]))
+    assert tree_cluster_time(8, n, 8, inter, intra, 0.0) == pytest.approx(flat)
+
+
+@pytest.mark.slow
+def test_tree_virtual_run_matches_its_formula_on_one_link(tmp_path):
+    """8 ranks on one 20us,1GB/s class at 16 MiB: the virtual run within 10% of
+    ``tree_allreduce_time`` (it took 3.75x when each rank waited for one tree, then the other)."""
+    out = tmp_path / "b.json"
+    link = "20us,1GB/s"
+    res = run_mpi(8, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-9",
+                      "--ranks-per-node", "16", "--intra-link", link, "--inter-link", link,
+                      "--strategies", "tree", "-b", "16M", "-e", "16M", "-n", "2", "-w", "1",
+                      "-c", "1", "--rounds", "1", "--json", str(out)], timeout=300)
+    assert res.returncode == 0, res.tail()
+    row = json.loads(out.read_text())["results"][0]
+    assert row["wrong"] == 0
+    ratio = row["time_us"] * 1e-6 / tree_allreduce_time(8, 16 << 20, 20e-6, 1e-9, 0.0)
+    assert 0.9 <= ratio <= 1.1, ratio
