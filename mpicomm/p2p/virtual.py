@@ -43,11 +43,12 @@ from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
+from mpicomm.costmodel.calibrate import MeasuredLink, host_links
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
            "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
-           "barrier", "model_params"]
+           "barrier", "model_params", "measured_collective_seconds"]
 
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
@@ -73,6 +74,16 @@ class LinkModel:
         spec = self.inter if remote else self.intra
         return spec.latency, (share if remote else 1) / spec.bandwidth
 
+    def wire(self, remote: bool, share: int = 1) -> Any:
+        """The seconds an n-byte message holds a queue of its class, as a function of n:
+        n·β, or a measured link's (``--links-from``) time by size less its latency."""
+        spec = self.inter if remote else self.intra
+        if isinstance(spec, MeasuredLink):
+            k = share if remote else 1
+            return spec.wire if k == 1 else (lambda n: k * spec.wire(n))
+        beta = self.alpha_beta(remote, share)[1]
+        return lambda n: n * beta
+
     def with_links(self, inter: LinkSpec | None, intra: LinkSpec | None) -> LinkModel:
         """This model with the given classes replaced (None keeps the class)."""
         return replace(self, inter=inter or self.inter, intra=intra or self.intra)
@@ -83,11 +94,16 @@ _model = LinkModel()
 
 def install(scale: float = 1.0, inter_link: str | LinkSpec | None = None,
             intra_link: str | LinkSpec | None = None,
-            nics_per_node: int | None = None) -> VirtualClock:
+            nics_per_node: int | None = None, links_from: str | None = None) -> VirtualClock:
     """Make ``mpicomm.core.clock`` virtual for this process (compute x ``scale``) and set the
-    link model's classes that are given. Installing again keeps the running clock when the
+    link model's classes that are given. ``links_from`` (a ``mpicomm model --json`` file or
+    ``this-machine``): classes without a link string take this host's measured links
+    (``costmodel.calibrate.host_links``). Installing again keeps the running clock when the
     scale is unchanged (a second reducer joins the same timelines)."""
     global _model
+    if links_from:
+        intra_m, inter_m = host_links(links_from)
+        _model = _model.with_links(inter_m, intra_m)
     _model = _model.with_links(parse_link(inter_link, "inter_link"),
                                parse_link(intra_link, "intra_link"))
     if nics_per_node is not None:
@@ -122,6 +138,27 @@ def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float
     if nbytes < SHORT_BYTES:
         return lg * (alpha + nbytes * beta)
     return 2 * lg * alpha + 2 * (p - 1) / p * nbytes * beta
+
+
+def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
+    """``collective_seconds``'s algorithms on a measured link (``--links-from``): each step's
+    message takes the link's measured time at its size, and reductions (inside MPI) the
+    measured γ: allreduce short ``lg p (t(n) + nγ)``, else recursive halving then doubling
+    ``Σ_k 2 t(n/2^k) + (n/2^k) γ``; reduce the same; bcast without γ; allgather
+    ``Σ_k t(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up)."""
+    if p < 2:
+        return 0.0
+    lg = math.ceil(math.log2(p))
+    t = link.seconds
+    if kind == "allgather":
+        return sum(t(nbytes << k) for k in range(lg))
+    if kind not in ("allreduce", "reduce", "bcast"):
+        raise ValueError(f"unknown collective {kind!r}")
+    add = 0.0 if kind == "bcast" else 1.0
+    if nbytes < SHORT_BYTES:
+        return lg * (t(nbytes) + add * nbytes * link.gamma(nbytes))
+    parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
+    return sum(2 * t(int(m)) + add * m * link.gamma(m) for m in parts)
 
 
 class _Msg:
@@ -160,6 +197,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         nics = self.model.nics_per_node
         share = 1 if nics is None else max(1, math.ceil(local / nics))
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
+        self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_free = [0.0, 0.0]
         self._spare: list[np.ndarray] = []
@@ -187,14 +225,14 @@ class VirtualTransport(BlockingByRequests, Transport):
         t = self.clock.now()
         free = self._send_free[c]
         depart = t if t > free else free
-        self._send_free[c] = end = depart + nbytes * self._ab[dest][1]
+        self._send_free[c] = end = depart + self._wire[dest](nbytes)
         return depart, end
 
     def _arrive(self, depart: float, nbytes: int, source: int) -> float:
         """Arrival of a message on this rank's receive queue of its class."""
         c = 1 if self.remote[source] else 0
-        alpha, beta = self._ab[source]
-        wire = nbytes * beta
+        alpha = self._ab[source][0]
+        wire = self._wire[source](nbytes)
         at = depart + alpha + wire
         queued = self._recv_free[c] + wire
         self._recv_free[c] = at = at if at > queued else queued
@@ -289,9 +327,13 @@ class VirtualTransport(BlockingByRequests, Transport):
         try:
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
-            alpha, beta = self.model.alpha_beta(remote)
-            until = float(self._max[0]) + collective_seconds(kind, nbytes, comm.Get_size(),
-                                                             alpha, beta)
+            spec = self.model.inter if remote else self.model.intra
+            p = comm.Get_size()
+            if isinstance(spec, MeasuredLink):
+                took = measured_collective_seconds(kind, nbytes, p, spec)
+            else:
+                took = collective_seconds(kind, nbytes, p, *self.model.alpha_beta(remote))
+            until = float(self._max[0]) + took
         finally:
             clk.leave(until)
 
@@ -305,7 +347,7 @@ def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) 
 
 
 def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None,
-                inter_link: Any, intra_link: Any) -> str:
+                inter_link: Any, intra_link: Any, links_from: str | None = None) -> str:
     """Install the clock a command asks for (``default_clock`` when None); return its name.
 
     Raises ``ConfigError`` for an unknown clock or a scale that is not > 0."""
@@ -318,7 +360,8 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
     if clock_name == "virtual":
         install(scale,
                 link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK"),
-                link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"))
+                link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"),
+                links_from=links_from)
     return clock_name
 
 
