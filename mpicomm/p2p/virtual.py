@@ -238,6 +238,31 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._recv_free[c] = at = at if at > queued else queued
         return at
 
+    # ------------------------------------------------------------ blocking
+    # one bracket around the pair and its wait: the model's own bookkeeping is not charged
+    # as compute, and the CPU clock is read twice per call instead of six times (a system
+    # call of ~0.6 us on a VM: at 4 KiB it doubled a 2-rank ring's time)
+    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
+        self.clock.enter()
+        try:
+            super().sendrecv(sendbuf, dest, recvbuf, source, tag)
+        finally:
+            self.clock.leave()
+
+    def send(self, buf: Any, dest: int, tag: int) -> None:
+        self.clock.enter()
+        try:
+            super().send(buf, dest, tag)
+        finally:
+            self.clock.leave()
+
+    def recv(self, buf: Any, source: int, tag: int) -> None:
+        self.clock.enter()
+        try:
+            super().recv(buf, source, tag)
+        finally:
+            self.clock.leave()
+
     # --------------------------------------------------------- non-blocking
     def isend(self, buf: Any, dest: int, tag: int) -> _Msg:
         nbytes = buf.nbytes
