@@ -16,8 +16,8 @@ SLOW_FROM_RANKS = 3  # an MPI test at this many ranks or more belongs to the slo
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tiers' one rule for rank counts: a test parametrized with ``nranks`` >= 4 is slow
-    (the default tier checks every case at 1-3 ranks; CI's slow step runs the rest)."""
+    """The tiers' one rule for rank counts: a test parametrized with ``nranks`` >= 3 is slow
+    (the default tier checks every case at 1-2 ranks; CI's slow step runs the rest)."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         n = params.get("nranks")

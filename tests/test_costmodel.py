@@ -271,8 +271,12 @@ def test_emulated_cluster_uses_the_stepwise_host_forms():
     assert cluster_time("ring", 4, n, c) == pytest.approx(ring_time(4, n, 20e-6, 1e-9, 0))
     assert cluster_time("hierarchical", 4, n, c) == pytest.approx(
         hierarchical_time(n, 2, 2, (1e-6, 1e-10), (20e-6, 1e-9), 0))
+    # ps: the server's 2 inter-node workers queue on its NIC (its node's worker on the intra
+    # class): 16 push rounds of 1 MiB pieces, then the pull of the whole n to each
+    piece = 1 << 20
     assert cluster_time("ps", 4, n, c, {"servers": 1}) == pytest.approx(
-        ps_time(4, n, 20e-6, 1e-9, 0))
+        16 * (20e-6 + 2 * piece * 1e-9) + 20e-6 + 2 * n * 1e-9)
+    assert cluster_time("ps", 4, n, c, {"servers": 1}) < ps_time(4, n, 20e-6, 1e-9, 0)
     # the same links as a pipelined (NCCL-style) cluster: latency along the path, max of phases
     from dataclasses import replace
 

@@ -96,7 +96,7 @@ def test_unknown_figure_key(ctx):
 
 
 def test_registry_has_the_figures_of_this_branch():
-    assert {"1", "2", "3", "4", "5", "8"} <= set(E.FIGURES)
+    assert {"1", "2", "3", "4", "5", "8", "9"} <= set(E.FIGURES)
 
 
 @pytest.mark.slow
@@ -275,3 +275,29 @@ def test_runs_write_to_untracked_results_unless_asked(tmp_path):
                            "--root", str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and "leave out --root" in done.stderr, done.stderr
+
+
+FIG9_GRID = {"20us,10GB/s": {128: {"dp": {"samples_per_sec": 900.0},
+                                   "tp4": {"samples_per_sec": 600.0}},
+                             1024: {"dp": {"samples_per_sec": 100.0},
+                                    "tp4": {"samples_per_sec": 300.0}}},
+             "20us,0.1GB/s": {128: {"dp": {"samples_per_sec": 50.0},
+                                    "pp4": {"samples_per_sec": 400.0}}}}
+
+
+def test_figure9_text_from_records():
+    """Which layout wins, per link and width, named from the records' samples/s."""
+    from mpicomm.figures import layouts as L
+    text = L._fig9_text(FIG9_GRID)
+    assert "inter-node 20us,10GB/s: W=128 dp 900 samples/s, W=1024 tp4 300 samples/s " \
+           "(3.00× dp); inter-node 20us,0.1GB/s: W=128 pp4 400 samples/s (8.00× dp)" in text
+    args = L.fig9_args(512, "20us,1GB/s", "5")
+    assert args[args.index("--layers") + 1] == "512,512,512,512,10"
+    assert args[-2:] == ["--clock", "virtual"]
+
+
+@pytest.mark.slow
+def test_figure9_plot_from_records(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mpicomm.figures import layouts as L
+    assert open(L._draw_fig9(FIG9_GRID, str(tmp_path / "f9.png")), "rb").read(4) == b"\x89PNG"

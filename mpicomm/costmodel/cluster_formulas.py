@@ -29,7 +29,7 @@ import math
 
 __all__ = ["ring_latency", "multichannel_ring_time", "tree_time", "tree_inter_factor",
            "hierarchical_pipelined_time", "switch_tree_time", "ps_duplex_time",
-           "recursive_doubling_cluster_time", "rabenseifner_cluster_time"]
+           "recursive_doubling_cluster_time", "rabenseifner_cluster_time", "ps_interfaces_time"]
 
 
 def ring_latency(p: int, nodes: int, alpha_intra: float, alpha_inter: float) -> float:
@@ -202,3 +202,50 @@ def rabenseifner_cluster_time(p: int, n: float, local: int, intra: tuple[float, 
     share = (pof2 - 1) / pof2 * n
     fold = 0.0 if pof2 == p else 2 * (ae + n * be) + n * gamma
     return alpha_call + 2 * (r_i * ai + r_e * ae) + 2 * share * b + share * gamma + fold
+
+
+def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
+                       inter: tuple[float, float], gamma: float, servers: int = 1,
+                       dedicated: bool = False, piece: float = float(1 << 20)) -> float:
+    """mpicomm's ps over one interface per rank and link class (the virtual clock's model).
+
+    Ranks r on node r // L; colocated servers on ranks s·p//S, dedicated ones the last S.
+    Each rank has a send and a receive queue per class (full duplex); the messages one
+    ``waitall`` posts to one class share it. Colocated pushes travel in ⌈(n/S)/piece⌉
+    rounds of m = min(n/S, piece) bytes (dedicated: one round of the whole shard):
+
+        round = α + max over ranks and classes c of (messages of class c)·m·β_c
+        pull  = α + max over ranks and classes c of (messages of class c)·(n/S)·β_c
+        T     = rounds·max(round, adds) + pull,  adds = (senders)·m·γ
+
+    A server's receive (push) and send (pull) queue of a class carry its workers there (not
+    itself); a worker's send and receive queue, the servers there (full duplex: the two
+    roles of a colocated rank use opposite queues). Intra-node peers queue on the intra
+    class only, so a server on a node of L ranks queues p − L inter-node pushes, not p − 1
+    (the host form ``ps_time``).
+    """
+    if p <= 1:
+        return 0.0
+    s = max(1, servers)
+    srv = list(range(p - s, p)) if dedicated else [k * p // s for k in range(s)]
+    workers = list(range(p - s)) if dedicated else list(range(p))
+    shard = n / s
+    rounds = 1 if dedicated else max(1, math.ceil(shard / piece))
+    m = shard if dedicated else min(shard, piece)
+    links = (intra, inter)
+
+    def busiest(size: float) -> float:
+        worst, alpha = 0.0, 0.0
+        for r in range(p):  # a server's workers on one queue, a worker's servers on the other
+            for peers in ([w for w in workers if w != r] if r in srv else [],
+                          [x for x in srv if x != r] if r in workers else []):
+                for c in (0, 1):
+                    k = sum(1 for x in peers if (x // local != r // local) == bool(c))
+                    if k:
+                        worst = max(worst, k * size * links[c][1])
+                        alpha = max(alpha, links[c][0])
+        return alpha + worst
+
+    senders = len(workers) - (0 if dedicated else 1)
+    add = senders * m * gamma
+    return rounds * max(busiest(m), add) + busiest(shard)

@@ -13,19 +13,29 @@ cluster's), m = ⌈p/L⌉ nodes; one node means every step is intra-node. The fo
     recursive_doubling, native (best of it and Rabenseifner): all L ranks cross at once
     auto            the best of recursive doubling, the ring and hierarchical
 
+A named GPU profile (``profiles.nccl_protocols``) runs NCCL's three protocols: ring, tree
+and the switch tree are each the fastest of LL, LL128 and Simple, every protocol with
+NCCL's own latencies and bandwidth share (``profiles.NCCL_PROTOCOLS``, from NCCL's
+``src/graph/tuning.cc``; a hop never costs less than the profile's own α for that link).
+
 A cluster that is not ``pipelined`` (mpicomm's reducers over MPI, one blocking exchange per
-step) takes the step-by-step host forms of ``formulas`` for ring, hierarchical and ps: a
-step waits for its slowest link (2(p−1)·α_slow), phases add, a server pushes then pulls.
+step) takes the step-by-step forms for ring, tree, hierarchical and ps: a step waits for its
+slowest link (2(p−1)·α_slow), phases add; mpicomm's tree spans ranks
+(``algos.tree_allreduce_time`` on the slower link); a server pushes then pulls, its messages
+queuing per link class (``ps_interfaces_time``: intra-node peers do not queue on the NIC).
 """
 
 from __future__ import annotations
 
 from mpicomm.costmodel import formulas as host
+from mpicomm.costmodel import profiles as nccl
+from mpicomm.costmodel.algos import tree_allreduce_time
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
     multichannel_ring_time,
     ps_duplex_time,
+    ps_interfaces_time,
     rabenseifner_cluster_time,
     recursive_doubling_cluster_time,
     switch_tree_time,
@@ -69,7 +79,11 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
         cluster.nics_per_node
     inter = cluster.link("inter") if nodes > 1 else intra
     shared = (inter[0], inter[1] * max(1.0, local / c)) if nodes > 1 else intra
-    if not cluster.pipelined and strategy in ("ring", "hierarchical", "ps"):
+    protocols = nccl.nccl_protocols(cluster)
+    if protocols and (strategy in ("ring", "tree") or (strategy == "hierarchical"
+                                                       and o.get("in_network"))):
+        return _nccl_time(strategy, p, n, cluster, local, nodes, o, protocols)
+    if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps"):
         return _stepwise(strategy, p, n, local, nodes, intra, inter, shared, g, c, a0, o)
     if strategy == "ring":
         return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
@@ -112,11 +126,79 @@ def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, in
         b_e = inter[1] * max(1.0, local / nics)
         return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
                                            o.get("variant") or "reduce_scatter")
+    if strategy == "tree":
+        return a0 + tree_allreduce_time(p, n, slow[0], slow[1], g)
     s = int(o.get("servers") or 1)
-    alpha, beta = shared if s > 1 else slow
-    return a0 + host.ps_time(p, n, alpha, beta, g, s, bool(o.get("dedicated")))
+    return a0 + ps_interfaces_time(p, n, local, intra, shared, g, s, bool(o.get("dedicated")))
 
 
 def _channels_opt(o: dict) -> int:
     value = o.get("channels")
     return 1 if value in (None, "") else 1 << 30 if value == "nics" else max(1, int(value))
+
+
+def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,
+               o: dict, protocols) -> float | None:
+    """Ring, tree or switch tree as NCCL's tuning model runs them: the best protocol.
+
+    Each protocol (LL, LL128, Simple) brings its per-call latency, its latency per hop
+    (``_protocol_links``) and the share of the bandwidth it achieves (β divided by it; LL's
+    bus bandwidth capped as NCCL's). Ring Simple across nodes pays its latency x1.4 (NCCL's
+    "plateau effect"); the tree's bandwidth takes NCCL's correction for medium sizes. The
+    switch tree (NVLS / NVLSTree) runs Simple only.
+    """
+    g, c = cluster.gamma_s_per_byte, cluster.nics_per_node
+    if strategy == "hierarchical":
+        if cluster.in_network is None:
+            return None
+        ae, be = cluster.link("inter")
+        hop = nccl.NVLSTREE_NET_S + 2 * nccl.net_plugin_latency(cluster)
+        switch = (max(nccl.NVLS_SWITCH_S, cluster.in_network.alpha_s), cluster.in_network.beta)
+        inter = (max(hop, ae), be) if nodes > 1 else switch
+        return switch_tree_time(n, local, nodes, switch, inter, c, 0.0)
+    ring = strategy == "ring"
+    ch = _channels(o.get("channels"), cluster)
+    best = None
+    for pr in protocols:
+        intra, inter = _protocol_links(pr, ring, n, nodes, cluster)
+        if ring:
+            lat = multichannel_ring_time(p, 0.0, nodes, intra, inter, g, ch, c, pr.base[0])
+            t = multichannel_ring_time(p, n, nodes, intra, inter, g, ch, c, pr.base[0]) - lat
+            if pr.name == "Simple" and nodes > 1 and n / (max(1, ch) * p) >= 64:
+                lat *= nccl.RING_SIMPLE_PLATEAU
+            bus = 2 * (p - 1) / p * n  # bytes at bus bandwidth (ring: busBw = algBw·2(p−1)/p)
+        else:
+            lat = tree_time(p, 0.0, local, nodes, intra, inter, g, c, pr.base[1])
+            t = tree_time(p, n, local, nodes, intra, inter, g, c, pr.base[1]) - lat
+            bus = 2 * n  # NCCL's tree: busBw = 2·algBw
+        if pr.name == "LL":
+            t = max(t, bus / nccl.ll_max_busbw(cluster, nodes))
+        best = lat + t if best is None else min(best, lat + t)
+    return best
+
+
+def _protocol_links(pr, ring: bool, n: float, nodes: int, cluster: Cluster):
+    """((α, β) intra, (α, β) inter) of one protocol for the ring or the tree.
+
+    α per hop: NCCL's for the protocol and algorithm, never below the profile's own α for
+    that link; a network hop adds the network plugin's declared latency (twice for Simple);
+    a ring step once the ring crosses nodes costs at least NCCL's net overhead of the host
+    CPU (x3 for Simple). β: divided by the protocol's bandwidth share (the tree's with
+    NCCL's medium-size correction).
+    """
+    (ai, bi), (ae, be) = cluster.link("intra"), cluster.link("inter")
+    k, simple = (0 if ring else 1), pr.name == "Simple"
+    f = pr.bw[0] if ring else (pr.bw[1] if nodes > 1 else pr.bw[2]) * _tree_correction(pr.name, n)
+    floor = nccl.net_overhead(cluster) * (3 if simple else 1) if ring and nodes > 1 else 0.0
+    intra = (max(pr.nvlink[k], ai, floor), bi / f)
+    hop = pr.net[k] + nccl.net_plugin_latency(cluster) * (2 if simple else 1)
+    return intra, ((max(hop, ae), be / f) if nodes > 1 else intra)
+
+
+def _tree_correction(protocol: str, n: float) -> float:
+    """NCCL's tree bandwidth correction for medium sizes (1.0 below 64 B and from 512 MiB)."""
+    factors = nccl.TREE_CORRECTION[protocol]
+    if n < 64:
+        return 1.0
+    i = int(n // 64).bit_length() - 1
+    return factors[i] if i < len(factors) - 1 else 1.0

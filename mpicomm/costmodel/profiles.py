@@ -22,6 +22,28 @@ S5  NCCL src/graph/tuning.cc (recent releases): baseLat Ring/LL 6.6 us (per call
 S6  NVIDIA B200: NVLink 5, 1.8 TB/s per GPU -> 900 GB/s one way; HBM3e 8 TB/s.
 S7  DGX A100 datasheet: NVLink 3 600 GB/s per GPU -> 300 GB/s one way; 8x ConnectX-6
     HDR 200 Gb/s (25 GB/s); HBM2e 2.0 TB/s.
+S10 AWS p5.48xlarge: 8 H100, 32x 100 Gb/s EFA v2 (4 per GPU: 400 Gb/s per GPU), through
+    AWS's NCCL network plugin (github.com/aws/aws-ofi-nccl, master 2daf7d3, 2026-08):
+    src/platform-aws.cpp declares for "p5/p5e" ``.latency = 75.0`` (us), which NCCL adds to
+    every network hop of its tuning model, twice for the Simple protocol (S11:
+    ``interLat += graphs[a]->latencyInter; if (p == NCCL_PROTO_SIMPLE) interLat +=
+    graphs[a]->latencyInter``) -> ``NET_PLUGIN_LATENCY``; the profile's own α per inter
+    step is NCCL's NET Tree/LL 5.0 us + 75 us. Bandwidth: the plugin's tuner
+    (src/tuner/nccl_ofi_model.cpp) takes 12.5 GiB/s per 100 Gb/s rail, above the line
+    rate, so the line rate is taken (efficiency 1.0).
+S11 NCCL src/graph/tuning.cc (NVIDIA/nccl master, commit 5067397, 2026-06): the per-protocol
+    tuning model ``NCCL_PROTOCOLS`` below: baseLatencies, hwLatencies (NVLINK, NET) per
+    algorithm and protocol, the bandwidth refinements (ring LL x0.5, ring LL128 x0.92, tree
+    allreduce x0.92 then LL x1/3.8, LL128 x120/128 across nodes or 7/9 in one node), the
+    ring Simple "plateau effect" (latency x1.4 across nodes) and ``treeCorrectionFactor``;
+    ``getNetOverhead``: a ring that crosses nodes pays at least 1.0 us per step on an Intel
+    host, 2.0 us on an AMD one (x3 for Simple) -> ``net_overhead`` by the host CPU of S12;
+    ``llMaxBws``: the LL protocol's bus bandwidth cap, by GPU generation in one node
+    (Ampere 87.7, Hopper 141, Blackwell 282 GB/s) and by host CPU across nodes (Intel
+    39.0 on 2 nodes, 20.4 on more; AMD 22.5 and 19.0) -> ``ll_max_busbw``.
+S12 Host CPUs (datasheets): DGX H100 2x Intel Xeon Platinum 8480C; DGX B200 2x Intel Xeon
+    Platinum 8570; DGX A100 2x AMD EPYC 7742; AWS p5.48xlarge 3rd-gen AMD EPYC; GCP A3 Mega
+    Intel Sapphire Rapids; GB200 NVL72 Grace (Arm: NCCL's default 1.0).
 S9  NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain (NVLink 5, 1.8 TB/s per GPU),
     each compute tray's 4 GPUs with 4x ConnectX-7 400 Gb/s: one NIC per GPU.
 S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table in
@@ -35,12 +57,14 @@ S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table i
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.cluster import Cluster, Link
 
-__all__ = ["CLUSTERS", "cluster", "NVLINK_EFF", "IB_EFF", "NVLS_EFF", "ETH_EFF"]
+__all__ = ["CLUSTERS", "cluster", "NVLINK_EFF", "IB_EFF", "NVLS_EFF", "ETH_EFF", "Protocol",
+           "NCCL_PROTOCOLS", "TREE_CORRECTION", "nccl_protocols", "net_plugin_latency",
+           "net_overhead", "ll_max_busbw"]
 
 _GB = 1e9
 NVLINK_EFF = 370 / 450  # S3
@@ -49,6 +73,8 @@ IB_EFF = 47 / 50  # S4
 ETH_EFF = 0.90  # S8 (calibration)
 _CALL, _NVL_STEP, _IB_STEP, _NVLS_LAT = 6.6e-6, 0.6e-6, 5.0e-6, 25e-6  # S5
 _ETH_STEP = 60.4e-6  # S8 (calibration)
+_EFA_PLUGIN = 75e-6  # S10: the network plugin's declared latency
+_EFA_STEP = _IB_STEP + _EFA_PLUGIN  # S5 + S10
 
 
 def _nvlink(rate: float, src: str) -> Link:
@@ -89,6 +115,10 @@ CLUSTERS: dict[str, Cluster] = {c.name: c for c in (
     Cluster("gcp-a3-mega", inter=_eth(200, "S8"), nics_per_node=8,
             source="GCP A3 Mega: 8 H100 (S1), 8x 200 Gb/s GPUDirect-TCPXO Ethernet (S8)",
             **_H100),
+    Cluster("aws-p5-efa", inter=Link(_EFA_STEP, 400 * _GB / 8, 1.0, "4x 100 Gb/s EFA per GPU "
+                                     "(S10); alpha S5 + S10's plugin latency"),
+            nics_per_node=8, source="AWS p5.48xlarge: 8 H100 (S1), 32x 100 Gb/s EFA v2 (S10)",
+            **_H100),
     Cluster("ethernet-400g", inter=replace(_ib(400, "RoCE, S2"), source="400 GbE RoCE per NIC "
                                            "(RDMA: S4's efficiency, S5's alpha)"),
             nics_per_node=8, source="8 H100 (S1) with 8x 400 GbE RoCE NICs", **_H100),
@@ -97,6 +127,77 @@ CLUSTERS: dict[str, Cluster] = {c.name: c for c in (
     Cluster("ethernet-25g", 8, _PCIE, _eth(25, "one per node"), 1 / (1000 * _GB), 1,
             "8 GPUs on PCIe Gen4, ONE 25 GbE NIC per node shared by its 8 ranks", _CALL),
 )}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One NCCL protocol's tuning constants (S11), per algorithm: (ring, tree) pairs, seconds.
+
+    ``base``: per-call latency; ``nvlink``/``net``: per intra/inter hop; ``bw``: the share
+    of the link bandwidth the protocol achieves (β is divided by it).
+    """
+
+    name: str
+    base: tuple[float, float]
+    nvlink: tuple[float, float]
+    net: tuple[float, float]
+    bw: tuple[float, float, float]  # ring, tree across nodes, tree in one node
+
+
+_US = 1e-6
+NCCL_PROTOCOLS = (  # S11: baseLatencies, hwLatencies[NVLINK], hwLatencies[NET], refinements
+    Protocol("LL", (6.6 * _US, 6.8 * _US), (0.6 * _US, 0.6 * _US), (2.7 * _US, 5.0 * _US),
+             (0.5, 0.92 / 3.8, 0.92 / 3.8)),
+    Protocol("LL128", (14.0 * _US, 14.0 * _US), (1.9 * _US, 1.25 * _US), (4.0 * _US, 8.5 * _US),
+             (0.92, 0.92 * 120 / 128, 0.92 * 7 / 9)),
+    Protocol("Simple", (8.4 * _US, 8.4 * _US), (3.4 * _US, 4.0 * _US), (14.0 * _US, 14.0 * _US),
+             (1.0, 0.92, 0.92)),
+)
+NVLS_SWITCH_S, NVLSTREE_NET_S = 25e-6, 20.9e-6  # S11: NVLINK NVLS Simple; NET NVLSTree Simple
+RING_SIMPLE_PLATEAU = 1.4  # S11: ring Simple latency across nodes (compute capability >= 8.0)
+# S11 treeCorrectionFactor[LL, LL128, Simple][log2(n / 64)], 64 B to 256 MiB; 1.0 beyond
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9, .9),
+}
+
+
+NET_PLUGIN_LATENCY = {"aws-p5-efa": _EFA_PLUGIN}  # S10; NCCL's own InfiniBand plugin: 0
+AMD_HOSTS = frozenset({"dgx-a100-ib200", "aws-p5-efa"})  # S12; the others Intel or Arm
+GPU_GENERATION = {"dgx-a100-ib200": "ampere", "dgx-b200-ib400": "blackwell",
+                  "gb200-nvl72": "blackwell"}  # the others Hopper (H100, H200, H20)
+_LL_MAX_ONE_NODE = {"ampere": 87.7e9, "hopper": 141.0e9, "blackwell": 282.0e9}  # S11
+_LL_MAX_NODES = {False: (39.0e9, 20.4e9), True: (22.5e9, 19.0e9)}  # S11: (2, more) by AMD
+
+
+def net_overhead(c: Cluster) -> float:
+    """NCCL's least cost of one ring step once the ring crosses nodes (x3 for Simple)."""
+    return (2.0 if c.name in AMD_HOSTS else 1.0) * _US
+
+
+def ll_max_busbw(c: Cluster, nodes: int) -> float:
+    """NCCL's cap on the LL protocol's bus bandwidth (B/s) for this cluster and node count."""
+    if nodes <= 1:
+        return _LL_MAX_ONE_NODE[GPU_GENERATION.get(c.name, "hopper")]
+    return _LL_MAX_NODES[c.name in AMD_HOSTS][0 if nodes == 2 else 1]
+
+
+def net_plugin_latency(c: Cluster) -> float:
+    """The network plugin's declared latency NCCL adds per network hop (twice for Simple)."""
+    return NET_PLUGIN_LATENCY.get(c.name, 0.0)
+
+
+def nccl_protocols(c: Cluster) -> tuple[Protocol, ...] | None:
+    """NCCL's protocols for a named GPU profile (all of ``CLUSTERS`` run NCCL); None otherwise.
+
+    A cluster built elsewhere (``cluster_from_links``, a test's) keeps its own single α per
+    hop; a profile changed by ``dataclasses.replace`` (a NIC count, a rate) keeps its name.
+    """
+    return NCCL_PROTOCOLS if c.name in CLUSTERS and c.pipelined else None
 
 
 def cluster(name: str) -> Cluster:

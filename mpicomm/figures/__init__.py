@@ -3,6 +3,7 @@
 ``registry``  ``@figure(key, title)``, the ``Context`` a figure runs in, its ``Section``
 ``catalog``   figures 1-3 and 8 (bench, model, compare sweeps, predictions)
 ``sweeps``    figures 4-7 (hierarchy against bandwidth, fusion/overlap, compression, PS)
+``layouts``   figure 9 (which parallelism layout wins as the model widens, the link slows)
 ``runner``    runs the chosen figures, saves sections, regenerates experiments/README.md
 ``plot``      the standard figures of one result file (matplotlib, loaded on first use)
 

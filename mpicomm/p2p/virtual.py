@@ -6,17 +6,19 @@ nothing charged while inside MPI). Every message carries its sender's virtual
 departure time; a link model gives its arrival. Per message of n bytes on link
 class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
 
-1. send (``isend``): depart = max(now, send queue of c free); the send queue of c
-   is then busy n·β. The departure travels as an 8-byte stamp on a twin
-   communicator (``comm.Dup()``, same peer, same tag: MPI's non-overtaking rule
-   pairs stamps and payloads in order, also for ``recv_any``'s ANY_SOURCE).
-2. receive: arrival = max(depart + α + n·β, receive queue of c free + n·β); the
-   receive queue of c is free again at arrival. Receives completed together are
-   taken in departure order, so a server's incast queues at its receive side:
-   p messages of n bytes sent at once arrive n·β apart, the last at
-   α + p·n·β (linear in p).
+1. send (``isend``): the sends a rank posts in a row (until its next other
+   transport call) form a batch that starts on the send queue of class c at
+   max(first post, queue free) and shares it fairly (a NIC interleaves them): k
+   equal messages all end at start + k·n·β. Each carries a 16-byte stamp
+   (start, end) on a twin communicator (``comm.Dup()``, same peer, same tag: MPI's
+   non-overtaking rule pairs stamps and payloads in order, also for
+   ``recv_any``'s ANY_SOURCE), posted when the batch is booked.
+2. receive: arrival = max(end + α, q + n·β), q the first gap of n·β in the
+   receive queue of c (a list of busy intervals) from start + α on, so a
+   server's incast queues at its receive side: p messages of n bytes sent at
+   once arrive n·β apart, the last at α + p·n·β (linear in p).
 3. ``waitall``: the thread's clock moves to the latest arrival (receives) or
-   departure + n·β (sends) of the batch; CPU time spent waiting is not charged.
+   end (sends) of the batch; CPU time spent waiting is not charged.
 
 Full duplex: send and receive queues are separate, one pair per link class per
 rank (one network interface per rank; ``nics_per_node`` fewer than a node's
@@ -48,11 +50,12 @@ from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
            "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
-           "barrier", "model_params", "measured_collective_seconds"]
+           "barrier", "model_params", "cluster", "measured_collective_seconds"]
 
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
 DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
+RECV_INTERVALS = 64  # busy intervals a receive queue remembers (older ones are long past)
 SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
 
 
@@ -118,6 +121,18 @@ def install(scale: float = 1.0, inter_link: str | LinkSpec | None = None,
 def installed_model() -> LinkModel:
     """The link model ``install`` set (defaults for classes never given)."""
     return _model
+
+
+def cluster(ranks_per_node: int, model: LinkModel | None = None) -> Any:
+    """The installed link model (or ``model``) as the cost model's ``Cluster``: the one
+    description the predictor (``costmodel.cluster_predict.cluster_time``) and this clock
+    read — both classes at line rate, one interface per rank unless ``nics_per_node``, γ = 0
+    (the clock charges additions as CPU time), not pipelined (one blocking exchange per step)."""
+    from mpicomm.costmodel.cluster import cluster_from_links
+
+    m = _model if model is None else model
+    return cluster_from_links(ranks_per_node, m.inter, m.intra, m.nics_per_node,
+                              name="virtual clock")
 
 
 def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float) -> float:
@@ -199,8 +214,9 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
         self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
         self._send_free = [0.0, 0.0]  # per class: intra, inter
-        self._recv_free = [0.0, 0.0]
+        self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._spare: list[np.ndarray] = []
+        self._unbooked: list[_Msg] = []  # sends posted since the last other transport call
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
@@ -216,48 +232,94 @@ class VirtualTransport(BlockingByRequests, Transport):
             self.stamps.Free()
 
     def _stamp(self) -> np.ndarray:
-        return self._spare.pop() if self._spare else np.zeros(1, dtype=np.float64)
+        return self._spare.pop() if self._spare else np.zeros(2, dtype=np.float64)
 
     # ------------------------------------------------------------ the model
-    def _depart(self, nbytes: int, dest: int) -> tuple[float, float]:
-        """Book a send on this rank's queue: (departure, time the queue is free again)."""
-        c = 1 if self.remote[dest] else 0
-        t = self.clock.now()
-        free = self._send_free[c]
-        depart = t if t > free else free
-        self._send_free[c] = end = depart + self._wire[dest](nbytes)
-        return depart, end
+    def _flush(self) -> None:
+        """Book the sends posted since the last other call (one batch) and post their stamps.
 
-    def _arrive(self, depart: float, nbytes: int, source: int) -> float:
-        """Arrival of a message on this rank's receive queue of its class."""
+        Called when any other call begins (``irecv``, ``waitall``, ``recv_any``,
+        ``collective``), so a stamp always leaves before its sender waits for anything."""
+        sends, self._unbooked = self._unbooked, []
+        if sends:
+            self._book(sends)
+            for m in sends:  # in post order, as the payloads
+                m.reqs.append(self.stamps.Isend(m.stamp, m.peer, m.tag))
+
+    def _book(self, sends: list) -> None:
+        """Put a batch of sends (posted one after another) on this rank's send queues.
+
+        Per class, the batch starts when the queue is free and its first message was
+        posted; its messages share the interface fairly (a NIC interleaves the messages
+        posted to it), so with k in flight each moves at 1/k of the rate and the smallest
+        ends first: equal messages all end at start + k·m·β. Each stamp carries the
+        message's (start, end): the bytes flow between them."""
+        for c in (0, 1):
+            batch = [m for m in sends if (1 if self.remote[m.peer] else 0) == c]
+            if not batch:
+                continue
+            free = self._send_free[c]
+            first = min(m.t0 for m in batch)
+            start = first if first > free else free
+            t, prev, k = start, 0.0, len(batch)
+            for i, m in enumerate(sorted(batch, key=lambda m: m.nbytes)):
+                wire = self._wire[m.peer](m.nbytes)
+                t += (k - i) * (wire - prev)
+                prev = wire
+                m.stamp[0], m.stamp[1] = start, t
+                m.done_at = t
+            self._send_free[c] = t
+
+    def _arrive(self, start: float, end: float, nbytes: int, source: int) -> float:
+        """Arrival of a message whose bytes left between ``start`` and ``end`` at this rank's
+        receive queue of its class: α after its last byte left, and no sooner than the queue
+        can take its bytes (messages queue at a receiver: incast).
+
+        The queue is a list of busy intervals: a message takes the first gap of n·β from
+        start + α on, so one that started earlier is not queued behind one the program
+        happened to wait for first (two trees' chunks, say)."""
         c = 1 if self.remote[source] else 0
         alpha = self._ab[source][0]
         wire = self._wire[source](nbytes)
-        at = depart + alpha + wire
-        queued = self._recv_free[c] + wire
-        self._recv_free[c] = at = at if at > queued else queued
-        return at
+        t = start + alpha
+        busy = self._recv_busy[c]
+        k = len(busy)
+        for i, (b0, b1) in enumerate(busy):  # sorted by start, disjoint
+            if b1 <= t:
+                continue
+            if b0 >= t + wire:
+                k = i
+                break
+            t = b1
+        else:
+            k = len(busy)
+        busy.insert(k, (t, t + wire))
+        if len(busy) > RECV_INTERVALS:
+            del busy[0]
+        at = end + alpha
+        queued = t + wire
+        return at if at > queued else queued
 
     # ------------------------------------------------------------ blocking
     # one bracket around the pair and its wait: the model's own bookkeeping is not charged
     # as compute, and the CPU clock is read twice per call instead of six times (a system
     # call of ~0.6 us on a VM: at 4 KiB it doubled a 2-rank ring's time)
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
-        self.clock.enter()
+        self.clock.enter(recvbuf.nbytes)
         try:
             super().sendrecv(sendbuf, dest, recvbuf, source, tag)
         finally:
             self.clock.leave()
 
     def send(self, buf: Any, dest: int, tag: int) -> None:
-        self.clock.enter()
+        self.clock.enter(buf.nbytes)
         try:
             super().send(buf, dest, tag)
         finally:
             self.clock.leave()
 
     def recv(self, buf: Any, source: int, tag: int) -> None:
-        self.clock.enter()
+        self.clock.enter(buf.nbytes)
         try:
             super().recv(buf, source, tag)
         finally:
@@ -267,34 +329,36 @@ class VirtualTransport(BlockingByRequests, Transport):
     def isend(self, buf: Any, dest: int, tag: int) -> _Msg:
         nbytes = buf.nbytes
         self._count_send(nbytes, dest)
-        depart, end = self._depart(nbytes, dest)
         stamp = self._stamp()
-        stamp[0] = depart
         clk = self.clock
-        clk.enter()
-        reqs = [self.stamps.Isend(stamp, dest, tag), self.comm.Isend(buf, dest, tag)]
+        t0 = clk.enter(nbytes)
+        reqs = [self.comm.Isend(buf, dest, tag)]  # its stamp leaves with the batch (``_flush``)
         clk.leave()
-        return _Msg(reqs, stamp, True, dest, tag, nbytes, depart, end)
+        msg = _Msg(reqs, stamp, True, dest, tag, nbytes, t0, 0.0)
+        self._unbooked.append(msg)
+        return msg
 
     def irecv(self, buf: Any, source: int, tag: int) -> _Msg:
         nbytes = buf.nbytes
         self._count_recv(nbytes, source)
         stamp = self._stamp()
         clk = self.clock
-        t0 = clk.enter()
+        t0 = clk.enter(nbytes)
+        self._flush()
         reqs = [self.stamps.Irecv(stamp, source, tag), self.comm.Irecv(buf, source, tag)]
         clk.leave()
         return _Msg(reqs, stamp, False, source, tag, nbytes, t0, 0.0)
 
     def waitall(self, requests: list) -> None:
         clk = self.clock
-        clk.enter()
+        clk.enter(sum(m.nbytes for m in requests))
         until = 0.0
         try:
+            self._flush()
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
-                            key=lambda m: (float(m.stamp[0]), m.peer)):
-                m.done_at = self._arrive(float(m.stamp[0]), m.nbytes, m.peer)
+                            key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
+                m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer)
             for m in requests:
                 until = m.done_at if m.done_at > until else until
                 self._spare.append(m.stamp)
@@ -310,21 +374,24 @@ class VirtualTransport(BlockingByRequests, Transport):
         """Receive from any source, in virtual order: with ``sources`` (the ranks that may
         still send on ``tag`` before this rank answers one of them), hold messages until
         each of them has one here, then take the earliest departure (conservative: a
-        sender's later messages depart later). Without ``sources``: arrival order."""
+        sender's later messages depart later; ties by rank). Without ``sources``: arrival
+        order."""
         clk = self.clock
-        t0 = clk.enter()
+        t0 = clk.enter(buf.nbytes)
         at = 0.0
         try:
+            self._flush()
             held = self._held.setdefault(tag, {})
             want = [] if sources is None else [int(r) for r in sources]
             while not want and not any(held.values()) or any(not held.get(r) for r in want):
                 self._hold(buf, tag, held)
-            ready = [(q[0][0], r) for r, q in held.items() if q and (not want or r in want)]
+            ready = [(q[0][0], q[0][1], r) for r, q in held.items()
+                     if q and (not want or r in want)]
             if not ready:  # a message from a rank outside ``sources``: take it
-                ready = [(q[0][0], r) for r, q in held.items() if q]
-            depart, src = min(ready)
-            buf[...] = held[src].pop(0)[1]
-            at = self._arrive(depart, buf.nbytes, src)
+                ready = [(q[0][0], q[0][1], r) for r, q in held.items() if q]
+            start, end, src = min(ready)
+            buf[...] = held[src].pop(0)[2]
+            at = self._arrive(start, end, buf.nbytes, src)
         finally:
             t1 = clk.leave(at)
         self._count_recv(buf.nbytes, src)
@@ -340,16 +407,17 @@ class VirtualTransport(BlockingByRequests, Transport):
         src = st.Get_source()
         stamp = self._stamp()
         self.stamps.Recv(stamp, src, tag)
-        held.setdefault(src, []).append((float(stamp[0]), buf.copy()))
+        held.setdefault(src, []).append((float(stamp[0]), float(stamp[1]), buf.copy()))
         self._spare.append(stamp)
 
     # ---------------------------------------------------------- collectives
     def collective(self, kind: str, nbytes: int, remote: bool, comm: MPI.Comm, fn: Any,
                    *args: Any) -> None:
         clk = self.clock
-        self._max[0] = clk.enter()
+        self._max[0] = clk.enter(nbytes)
         until = 0.0
         try:
+            self._flush()
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
             spec = self.model.inter if remote else self.model.intra

@@ -9,7 +9,10 @@
 2. ``Split`` by replica: the replica's parts, ranked by part, get one private
    communicator and a ``p2p`` transport (the run's emulated links, its node map);
 3. ``Split`` by part: the replicas of one part get a reducer (any strategy) to
-   average that part's gradients — data parallelism across replicas.
+   average that part's gradients — data parallelism across replicas. With
+   simulated nodes the reducer is told its own ranks per node (``replica_nodes``):
+   replica j's copy of part k is world rank k + j·P, so a node of k ranks holds
+   k/P replicas of the part (one when P >= k), not k of the reducer's ranks.
 """
 
 from __future__ import annotations
@@ -17,11 +20,20 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from mpicomm.core.options import ReducerOptions
-from mpicomm.core.topology import node_map
+from mpicomm.core.topology import node_map, resolve_ranks_per_node
 from mpicomm.p2p import Traffic, make_transport
 from mpicomm.reducers import make_reducer
 
-__all__ = ["ParallelGroup"]
+__all__ = ["ParallelGroup", "replica_nodes"]
+
+
+def replica_nodes(nodes: list[int], parts: int, part: int) -> int:
+    """Ranks per node among the replicas of ``part`` (world rank ``part + j·parts`` is
+    replica j's), for a reducer that numbers simulated nodes by its own ranks: the size of
+    the first node's run of replicas. Nodes cut evenly (``train`` refuses others) give
+    equal runs; with uneven ones the first run's length is an approximation."""
+    mine = nodes[part::parts]
+    return sum(n == mine[0] for n in mine)
 
 
 class ParallelGroup:
@@ -48,6 +60,8 @@ class ParallelGroup:
         self.p2p = make_transport(self.comm, mine, self.counts, opts.inter_link,
                                   opts.intra_link)
         self._dp = comm.Split(self.part, self.replica)                                  # 3.
+        if resolve_ranks_per_node(opts.ranks_per_node) is not None:  # simulated nodes
+            options = {**options, "ranks_per_node": replica_nodes(nodes, parts, self.part)}
         self.reducer = make_reducer(strategy, comm=self._dp, **options)
 
     def close(self) -> None:

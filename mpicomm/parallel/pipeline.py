@@ -17,8 +17,15 @@ the gradient) — the last stage's B(m) follows its own F(m).
 Both take the same time: with a forward and a backward costing one slot each,
 a step is 2(M+P−1) slots of which each stage works 2M, so the idle share — the
 *bubble* — is (P−1)/(M+P−1). ``simulate`` runs a schedule with these equal
-slot costs (any costs may be given) and counts it; the runner measures it with
-the clock beside.
+slot costs (any costs may be given, per stage too) and counts it; the runner
+measures it with the clock beside.
+
+With unequal stages the step is longer than its busiest stage's work by the fill
+and the drain: ``busiest_bubble`` = 1 − max busy / makespan, what the runner
+measures. Stage 0 computes no input gradient, so its B costs one matmul per layer
+where the others' cost two: with t_F = 1, t_B = 2 elsewhere and 1 on stage 0, the
+drain is shorter by t_B/2 and the bubble is 8/(3M+8) at P = 4 (0.400, 0.250,
+0.143 for M = 4, 8, 16) against 9/(3M+9) for equal stages.
 
 Cost per step per stage boundary (B rows, width w of the boundary's activation,
 b bytes per element): B·w·b forward plus B·w·b backward, in M messages each:
@@ -71,11 +78,19 @@ class Simulation:
         """Idle share of the step, over all stages: 1 − Σ busy / (P · makespan)."""
         return 1.0 - sum(self.busy) / (len(self.busy) * self.makespan)
 
+    @property
+    def busiest_bubble(self) -> float:
+        """Idle share of the busiest stage: 1 − max busy / makespan (the fill and the drain)."""
+        return 1.0 - max(self.busy) / self.makespan
 
-def simulate(sched: list[list[tuple[str, int]]], f_cost: float = 1.0,
-             b_cost: float = 1.0) -> Simulation:
-    """Run ``sched`` with every F costing ``f_cost`` and every B ``b_cost``; raise on deadlock."""
+
+def simulate(sched: list[list[tuple[str, int]]], f_cost: float | list[float] = 1.0,
+             b_cost: float | list[float] = 1.0) -> Simulation:
+    """Run ``sched`` with every F costing ``f_cost`` and every B ``b_cost`` (one number, or
+    one per stage); raise on deadlock."""
     P = len(sched)
+    fc = f_cost if isinstance(f_cost, list) else [f_cost] * P
+    bc = b_cost if isinstance(b_cost, list) else [b_cost] * P
     done: dict[tuple[str, int, int], float] = {}  # (op, stage, micro) -> finish time
     pos, free = [0] * P, [0.0] * P
     busy, held, peak = [0.0] * P, [0] * P, [0] * P
@@ -89,7 +104,7 @@ def simulate(sched: list[list[tuple[str, int]]], f_cost: float = 1.0,
                 (("B", s + 1, m) if s < P - 1 else ("F", s, m))
             if need is not None and need not in done:
                 continue
-            cost = f_cost if op == "F" else b_cost
+            cost = fc[s] if op == "F" else bc[s]
             start = max(free[s], done[need] if need is not None else 0.0)
             free[s] = done[(op, s, m)] = start + cost
             busy[s] += cost

@@ -20,6 +20,12 @@ flat parameter buffer (and ``(dW, db)`` into its gradient buffer). One step:
    no longer needed) to stage s−1; the slot goes back to the free list;
 4. wait for every send of the step.
 
+Steps 2–4 are the stage's *span* of the step (``span_s``): its forward/backward
+work (``span_s − idle_s``) and its waits for messages (``idle_s``). Stage 0's span
+contains every stage's: its F(0) is the step's first action, its B(M−1) the last.
+Zeroing the gradients (step 1), the replicas' all-reduce and the optimizer are
+outside it, as the textbook bubble (P−1)/(M+P−1) leaves them out.
+
 The step's loss (last stage) is the mean over micro-batches of their mean loss:
 the unsplit model's loss on the whole batch. Cost: see ``parallel.pipeline``.
 """
@@ -62,6 +68,8 @@ class Stage:
         slots_made: activation slots allocated (the peak of micro-batches held).
         slot_bytes: bytes of one slot's activations (its input included, except on stage 0).
         idle_s: seconds spent waiting for a message since the last ``take_idle()``.
+        span_s: seconds from each step's first action to the end of its last (sends
+            completed), summed since the last ``take_span()``.
         sent_fwd, sent_bwd: bytes sent to the next stage (activations) and the
             previous one (their gradients) since creation.
     """
@@ -83,7 +91,7 @@ class Stage:
         self._dx = [np.empty((self.rows, w), dtype=self.dtype) for w in self.widths]
         self._mask = [np.empty((self.rows, w), dtype=self.dtype) for w in self.widths]
         self._grad_in = np.empty((self.rows, self.widths[-1]), dtype=self.dtype)
-        self.idle_s = 0.0
+        self.idle_s = self.span_s = 0.0
         self.sent_fwd = self.sent_bwd = 0  # bytes handed to the transport, each direction
         self._loss = 0.0
         self._y: Any = None
@@ -95,6 +103,7 @@ class Stage:
             dW.fill(0)
             db.fill(0)
         self._loss, self._y = 0.0, y
+        t0 = clock.now()
         for op, m in actions:
             if op == "F":
                 self._forward(m, x)                                             # 2.
@@ -102,6 +111,7 @@ class Stage:
                 self._backward(m)                                               # 3.
         for slot in self._free:                                                 # 4.
             self._wait(slot)
+        self.span_s += clock.now() - t0
         return self._loss
 
     def _take(self, m: int) -> _Slot:
@@ -176,4 +186,9 @@ class Stage:
     def take_idle(self) -> float:
         """Return the seconds waited for messages since the last call, and reset."""
         out, self.idle_s = self.idle_s, 0.0
+        return out
+
+    def take_span(self) -> float:
+        """Return the seconds of the steps' spans (steps 2–4) since the last call, and reset."""
+        out, self.span_s = self.span_s, 0.0
         return out

@@ -158,16 +158,16 @@ def _set_up(cfg: TrainConfig, g: ParallelGroup) -> SimpleNamespace:
         part = _stage(cfg, g, full)
         actions = schedule(cfg.schedule, g.parts, cfg.micro_batches)[g.part]
         run = lambda x, y: part.stage.run(actions, x, y)  # noqa: E731
-        waited = part.stage.take_idle
+        waited, spanned = part.stage.take_idle, part.stage.take_span
     else:
         part = TensorParallel(g.p2p, g.parts, g.part, cfg.layers, full.params,
                               criterion=_criterion(cfg, cfg.batch_size))
-        run, waited = part.step, part.take_comm
+        run, waited, spanned = part.step, part.take_comm, None
     velocity = np.zeros_like(part.params)
     sgd = SGD(np, part.params, part.grads, velocity, [SimpleNamespace(lo=0, hi=part.params.size)],
               cfg.momentum, cfg.weight_decay)
-    return SimpleNamespace(shard=shard, part=part, run=run, waited=waited, velocity=velocity,
-                           sgd=sgd,
+    return SimpleNamespace(shard=shard, part=part, run=run, waited=waited, spanned=spanned,
+                           velocity=velocity, sgd=sgd,
                            last=g.part == g.parts - 1 or cfg.tensor_parallel > 1)
 
 
@@ -195,9 +195,9 @@ def _criterion(cfg: TrainConfig, rows: int) -> SoftmaxCrossEntropy:
 
 def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace) -> dict:
     """Run the steps; per step: (step, waiting for the other parts, replicas' all-reduce,
-    optimizer) seconds."""
+    optimizer, the part's span: a pipeline stage's forward/backward schedule) seconds."""
     n = cfg.steps
-    times, losses = np.zeros((n, 4)), np.zeros(n)
+    times, losses = np.zeros((n, 5)), np.zeros(n)
     base_lr = cfg.lr * (g.replicas if cfg.scale_lr else 1)
     perf = clock.now
     metrics.barrier(g.comm)
@@ -212,7 +212,8 @@ def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace) -> dict:
         t2 = perf()
         job.sgd.update(0, lr)
         t3 = perf()
-        times[i] = (t3 - t0, job.waited(), t2 - t1, t3 - t2)
+        span = job.spanned() if job.spanned else t1 - t0
+        times[i] = (t3 - t0, job.waited(), t2 - t1, t3 - t2, span)
     return {"times": times, "losses": losses}
 
 
@@ -223,9 +224,10 @@ def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
     times = out["times"]
     timed = times[warm_steps(n):]
     params = job.part.params
-    row = np.array([g.part, g.replica, *timed.sum(axis=0),
+    row = np.array([g.part, g.replica, *timed[:, :4].sum(axis=0),
                     g.counts.bytes_sent + g.reducer.stats.bytes_sent, g.counts.bytes_sent,
-                    params.nbytes, job.velocity.nbytes, float(zlib.crc32(memoryview(params)))])
+                    params.nbytes, job.velocity.nbytes, float(zlib.crc32(memoryview(params))),
+                    timed[:, 4].sum()])
     rows = metrics.gather_rows(comm, row)
     step_by_rank = metrics.gather_rows(comm, times[:, 0])
     losses = metrics.sum_over_ranks(comm, out["losses"] if job.last else np.zeros(n))
@@ -271,6 +273,7 @@ def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
 def _pipeline_fields(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
                      rows: np.ndarray, n: int) -> dict:
     """Bubble (slots and clock), bytes per boundary, micro-batches and bytes held per stage."""
+    idle = _idle_shares(rows, g.parts)
     P, M, st = g.parts, cfg.micro_batches, job.part.stage
     extra = metrics.gather_rows(comm, np.array([st.sent_fwd, st.sent_bwd, st.slots_made,
                                                 st.slots_made * st.slot_bytes]))
@@ -283,7 +286,8 @@ def _pipeline_fields(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleN
         "strategy": f"{label}:{cfg.schedule}", "pipeline_stages": P, "micro_batches": M,
         "schedule": cfg.schedule,
         "bubble_slots": sim.bubble, "bubble_formula": bubble_formula(P, M),
-        "bubble_measured": float(np.mean(rows[:, 3] / rows[:, 2])),
+        "bubble_measured": float(idle.min(axis=0).mean()) if idle.size else NAN,
+        "idle_share_by_stage": [float(x) for x in idle.mean(axis=1)],
         "boundary_bytes_per_step": [float(e0[s, 0] + e0[s + 1, 1]) / n for s in range(P - 1)],
         "peak_microbatches_by_stage": [int(x) for x in e0[:, 2]],
         "peak_microbatches_slots": sim.peak_held,
@@ -291,3 +295,24 @@ def _pipeline_fields(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleN
         "activation_bytes": int(extra[:, 3].max()),
         "layers_by_stage": [list(ab) for ab in split_layers(len(cfg.layers) - 1, P)],
     }
+
+
+def _idle_shares(rows: np.ndarray, P: int) -> np.ndarray:
+    """Each stage's idle share of its replica's pipeline span: ``[stage, replica]``.
+
+    The span of a step is stage 0's (its first F to its last B: it contains every
+    stage's actions); stage s works ``span_s − idle_s`` of it (its F and B, waits
+    for messages left out) and idles the rest. Returns 1 − busy/span; the pipeline's
+    bubble is the busiest stage's share (its fill and drain), the other stages idle
+    more by their lighter load (stage 0 computes no input gradient). Only durations
+    of one rank's clock are compared, so any clock serves.
+    """
+    R = int(rows[:, 1].max()) + 1
+    busy, span = np.zeros((P, R)), np.zeros((P, R))
+    for part, replica, wait, total in rows[:, [0, 1, 3, 11]]:
+        busy[int(part), int(replica)] = total - wait
+        span[int(part), int(replica)] = total
+    ref = span[0]  # stage 0's span, per replica
+    if not np.all(ref > 0):
+        return np.zeros((P, 0))
+    return 1.0 - busy / ref

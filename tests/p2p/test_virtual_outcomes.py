@@ -57,3 +57,26 @@ def test_virtual_compare_gives_a_verdict_on_two_cores(tmp_path):
     assert doc["reading"][0].startswith("verdict: "), doc["reading"]
     by = {r["strategy"]: r for r in doc["results"]}
     assert by["ps"]["bytes_per_step"] / by["ring"]["bytes_per_step"] == pytest.approx(4, rel=0.02)
+
+
+@pytest.mark.slow
+def test_virtual_runs_match_the_predictor_on_its_cluster(tmp_path):
+    """Issue 18's 'virtual run against formula' at 8 ranks (2 nodes of 4, 20us,1GB/s between):
+    the multi-channel ring, hierarchical and ps with S = p at 16 MiB each within 10% of
+    ``cluster_time`` on ``virtual.cluster`` (experiments/virtual_vs_formula.py runs them all,
+    at 16 ranks too)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "virtual_vs_formula.py"
+    spec = importlib.util.spec_from_file_location("virtual_vs_formula", path)
+    vf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vf)
+    p, n, out = 8, 16 << 20, str(tmp_path / "b.json")
+    opts = {"ring": {"channels": 4}, "hierarchical": {}, "ps": {"servers": p}}
+    res = run_mpi(p, vf.bench_argv(p, "ring,hierarchical,ps", {"channels": 4, "servers": p},
+                                   n, out), timeout=300)
+    assert res.returncode == 0, res.tail()
+    for strategy, o in opts.items():
+        ratio = vf.seconds(out, strategy, n) / vf.predicted(p, strategy, o, n)
+        assert 0.9 <= ratio <= 1.1, (strategy, ratio)

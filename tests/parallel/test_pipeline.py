@@ -2,14 +2,17 @@
 
 import json
 
+import numpy as np
 import pytest
 from mpi_harness import ROOT, run_mpi
 
+from mpicomm.parallel.groups import replica_nodes
 from mpicomm.parallel.pipeline import bubble_formula, schedule, simulate, split_layers
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.parallel_run import check_parallel_flags
+from mpicomm.train.parallel_run import _idle_shares, check_parallel_flags
 
 SCRIPT = ROOT / "tests" / "parallel" / "scripts" / "layout_equal.py"
+BUBBLE = ROOT / "tests" / "parallel" / "scripts" / "bubble_virtual.py"
 
 
 @pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
@@ -27,6 +30,17 @@ def test_bubble_in_slots_is_the_formula(kind, M):
     sim = simulate(schedule(kind, 4, M))
     assert sim.bubble == pytest.approx(bubble_formula(4, M), rel=1e-12)
     assert sim.makespan == 2 * (M + 3)
+
+
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("M", [4, 8, 16])
+def test_a_cheaper_first_backward_shortens_the_drain(kind, M):
+    """Stage 0's B costs half (no input gradient): the busiest stage idles 8/(3M+8),
+    not 9/(3M+9)."""
+    sim = simulate(schedule(kind, 4, M), 1.0, [1.0, 2.0, 2.0, 2.0])
+    assert sim.busiest_bubble == pytest.approx(8 / (3 * M + 8), rel=1e-12)
+    assert simulate(schedule(kind, 4, M), 1.0, 2.0).busiest_bubble == \
+        pytest.approx(bubble_formula(4, M), rel=1e-12)
 
 
 @pytest.mark.parametrize("M", [4, 5, 8])
@@ -114,3 +128,64 @@ def test_pipeline_setup_failure_stops_every_rank(tmp_path):
     res = run_mpi(2, ["-m", "mpicomm", "train", "--pipeline-stages", "2", "--steps", "2",
                       "--data", str(tmp_path / "missing.npz")], timeout=60)
     assert res.returncode == 2 and res.stdout.count("no such file") == 1, res.tail()
+
+
+def _row(part, replica, wait, span):
+    """A rank's row of ``parallel_run._record``: only the columns the bubble reads are set."""
+    row = np.zeros(12)
+    row[[0, 1, 3, 11]] = part, replica, wait, span
+    return row
+
+
+def test_idle_shares_are_of_stage_zeros_span_and_the_bubble_is_the_busiest_stages():
+    """Stage 0's span holds every stage's work; idle share = 1 - busy / that span."""
+    rows = np.array([_row(0, 0, 4.0, 10.0), _row(1, 0, 3.0, 9.0), _row(2, 0, 5.0, 9.5),
+                     _row(0, 1, 2.0, 8.0), _row(1, 1, 1.0, 7.0), _row(2, 1, 1.5, 7.5)])
+    idle = _idle_shares(rows, 3)
+    assert idle.shape == (3, 2)
+    np.testing.assert_allclose(idle[:, 0], [1 - 6 / 10, 1 - 6 / 10, 1 - 4.5 / 10])
+    np.testing.assert_allclose(idle[:, 1], [1 - 6 / 8, 1 - 6 / 8, 1 - 6 / 8])
+    # the bubble: the busiest stage's share per replica (0.4 and 0.25), averaged
+    assert idle.min(axis=0).mean() == pytest.approx((0.4 + 0.25) / 2)
+    assert _idle_shares(np.array([_row(0, 0, 0.0, 0.0), _row(1, 0, 0.0, 1.0)]), 2).size == 0
+
+
+@pytest.mark.slow
+def test_measured_bubble_is_the_formula_in_virtual_time():
+    """Target: P = 4, M = 4 and 16, both schedules: the bubble measured with the virtual clock
+    (the busiest stage's idle share of the forward/backward span) within 10% of (P-1)/(M+P-1)."""
+    res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4,gpipe:16"],
+                  timeout=400)
+    res.expect_ok()
+    runs = res.records[0]["runs"]
+    assert set(runs) == {"1f1b:4", "1f1b:16", "gpipe:4", "gpipe:16"}
+    for run, v in runs.items():
+        assert v["clock"] == "virtual", run
+        assert v["bubble_formula"] == pytest.approx(3 / (int(run.split(":")[1]) + 3))
+        assert v["bubble_measured"] == pytest.approx(v["bubble_formula"], rel=0.10), (run, v)
+
+
+def test_replica_nodes_count_the_replicas_of_a_part_per_node():
+    assert [replica_nodes([r // 2 for r in range(4)], 2, k) for k in (0, 1)] == [1, 1]
+    assert replica_nodes([r // 4 for r in range(8)], 2, 1) == 2  # replicas 0, 1 on node 0
+    assert replica_nodes([r // 2 for r in range(8)], 4, 3) == 1  # a replica spans 2 nodes
+
+
+@pytest.mark.slow
+def test_replicas_all_reduce_crosses_the_inter_node_link(tmp_path):
+    """2 replicas x 2 stages on 2 simulated nodes: each stage's replicas sit on different nodes,
+    so their all-reduce is charged at the inter-node link (a bug charged it at the intra one)."""
+    out = tmp_path / "p.json"
+    layers = (64, 1024, 1024, 10)
+    res = run_mpi(4, ["-m", "mpicomm", "train", "--pipeline-stages", "2", "--micro-batches", "2",
+                      "--layers", ",".join(map(str, layers)), "--batch-size", "8", "--steps", "3",
+                      "--train-samples", "256", "--test-samples", "32", "--log-every", "0",
+                      "--ranks-per-node", "2", "--inter-link", "20us,0.1GB/s", "--clock",
+                      "virtual", "--json", str(out)], timeout=120)
+    assert res.returncode == 0, res.tail()
+    rec = json.loads(out.read_text())["results"][0]
+    sizes = [sum((i + 1) * o for i, o in zip(layers[a:b], layers[a + 1:b + 1], strict=True)) * 4
+             for a, b in split_layers(3, 2)]  # float32 parameter bytes per stage
+    # ring of 2: 2α + nβ per stage, at 0.1 GB/s; the record's is the mean over ranks
+    expected = sum(2 * 20e-6 + n / 0.1e9 for n in sizes) / 2
+    assert rec["dp_allreduce_s"] >= 0.9 * expected, (rec["dp_allreduce_s"], expected)

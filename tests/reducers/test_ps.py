@@ -15,6 +15,7 @@ def test_ps_one_server_matches_numpy(nranks):
     res.expect_ok()
 
 
+@pytest.mark.slow  # 5 ranks: the slow tier (tests/conftest.py's rule for rank counts)
 @pytest.mark.parametrize("dedicated", [False, True])
 @pytest.mark.parametrize("servers", [1, 2, 3])
 def test_ps_sharded_servers(servers, dedicated):
@@ -32,6 +33,12 @@ def test_ps_sharded_servers(servers, dedicated):
         )
 
 
+def test_ps_two_colocated_servers_on_two_ranks():
+    """The default tier's sharded case: each of 2 ranks serves half the buffer."""
+    opts = json.dumps({"servers": 2, "dedicated": False})
+    run_script(2, "check_reducer.py", "ps", opts, "--lengths", LENGTHS, timeout=180).expect_ok()
+
+
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_ps_dedicated_small_jobs(nranks):
     """One worker and one server (2 ranks), and 2 workers + 1 server, at odd lengths."""
@@ -41,6 +48,7 @@ def test_ps_dedicated_small_jobs(nranks):
     res.expect_ok()
 
 
+@pytest.mark.slow  # 3 ranks: the slow tier
 @pytest.mark.parametrize("servers", [2, 3])
 def test_ps_pieces_with_uneven_ranges(servers):
     """Ranges larger than one 1 MiB piece, one element longer on the first server(s),

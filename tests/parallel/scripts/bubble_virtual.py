@@ -1,0 +1,31 @@
+"""Rank script: P = 4 pipelines under the virtual clock; report each run's measured bubble.
+
+Usage (under ``python -m mpi4py``): ``bubble_virtual.py RUNS`` with RUNS like
+``1f1b:4,gpipe:16`` (schedule:micro-batches). Every run trains the same 4-layer MLP of
+width 1024 on 1024 rows a step (float32), one stage per rank; rank 0 reports per run
+``bubble_measured``, ``bubble_formula`` and ``idle_share_by_stage`` from the run's record.
+"""
+
+import sys
+
+from mpi4py import MPI
+from mpi_harness import report
+
+from mpicomm.core import clock
+from mpicomm.p2p import virtual
+from mpicomm.train import loop as L
+from mpicomm.train.blas import limit_blas_threads
+
+world = MPI.COMM_WORLD
+virtual.install(1.0)
+limit_blas_threads(1)  # as the command does: one BLAS thread per rank, its CPU time charged
+kw = dict(layers=(1024,) * 5, batch_size=1024, steps=8, train_samples=2048, test_samples=64,
+          log_every=0, pipeline_stages=4)
+out = {}
+for run in sys.argv[1].split(","):
+    kind, M = run.split(":")
+    rec = L.run_training(L.TrainConfig(**kw, schedule=kind, micro_batches=int(M)), world,
+                         verbose=False)
+    out[run] = {k: rec[k] for k in ("bubble_measured", "bubble_formula", "idle_share_by_stage",
+                                    "clock")}
+report(ok=clock.name() == "virtual", runs=out)
