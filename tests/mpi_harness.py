@@ -27,9 +27,10 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TAG = "@@MPICOMM "
 
 
-def mpiexec() -> str:
-    """Return the mpiexec beside this Python (the venv's MPICH or Open MPI), else PATH's."""
-    here = Path(sys.executable).parent / "mpiexec"
+def mpiexec(python: str | None = None) -> str:
+    """Return the mpiexec beside this Python, or ``python`` (the venv's MPICH or Open MPI),
+    else PATH's."""
+    here = Path(python or sys.executable).parent / "mpiexec"
     if here.exists():
         return str(here)
     found = shutil.which("mpiexec") or shutil.which("mpirun")
@@ -160,6 +161,7 @@ def run_mpi(
     argv: list[str],
     timeout: float = 120.0,
     env: dict[str, str] | None = None,
+    python: str | None = None,
 ) -> MPIResult:
     """Run ``mpiexec -n nranks python <argv...>`` with a hard timeout.
 
@@ -168,9 +170,11 @@ def run_mpi(
         argv: arguments after ``python`` (e.g. ``["-m", "mpi4py", script, ...]``).
         timeout: seconds before the whole job is killed and the result marked timed out.
         env: extra environment variables.
+        python: another interpreter (another venv, so another MPI): it and the mpiexec
+            beside it run the job; default this one's.
     """
-    launcher = mpiexec()
-    cmd = [launcher, "-n", str(nranks), sys.executable, *argv]
+    launcher = mpiexec(python)
+    cmd = [launcher, "-n", str(nranks), python or sys.executable, *argv]
     full_env = dict(os.environ) | launcher_env(launcher)
     tests_dir = str(Path(__file__).resolve().parent)
     paths = [str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")]

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.calibrate import HOST_PARAMS_PATHS
 from mpicomm.costmodel.cluster import Cluster, Link
 from mpicomm.costmodel.formulas import LinkModel, ModelParams
 from mpicomm.costmodel.profiles import CLUSTERS
@@ -28,8 +29,7 @@ from mpicomm.costmodel.profiles import CLUSTERS
 __all__ = ["Level", "Profile", "PROFILES", "profile", "measured_params", "calibrate",
            "DEFAULT_PARAMS_PATHS"]
 
-DEFAULT_PARAMS_PATHS = ("experiments/results/this_machine.json",
-                        "experiments/results/model_2ranks.json")
+DEFAULT_PARAMS_PATHS = HOST_PARAMS_PATHS  # where --calibrate saves; --links-from reads
 
 
 Level = Link  # one link class: α, line rate, efficiency (older name)

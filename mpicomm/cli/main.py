@@ -158,7 +158,7 @@ def _run(module, args: argparse.Namespace):
 
         virtual.install_for(getattr(args, "clock", None), args.compute_scale,
                             getattr(args, "ranks_per_node", None), args.inter_link,
-                            args.intra_link)
+                            args.intra_link, getattr(args, "links_from", None))
     return module.run(args)
 
 

@@ -124,9 +124,14 @@ class VirtualClock:
         self._t = _Timeline()
         self._best: dict[tuple, float] = {}  # segment key -> least CPU seconds seen
 
-    def _settle(self, t: _Timeline, site: tuple) -> None:
-        """Charge the segment that ends here (its key's least CPU time) and start the next."""
+    def _settle(self, t: _Timeline, hint: int) -> None:
+        """Charge the segment that ends here (its key's least CPU time) and start the next.
+
+        The CPU clock is read before the key is built: the clock's own bookkeeping (the
+        call sites, the table of least times: ~4 us a boundary) is not the program's
+        compute; ``now`` reads it again after, so the next segment starts clean too."""
         c = time.thread_time()
+        site = _site(hint, 3)
         spent = c - t.cpu
         if self.least:
             t.repeat = min(t.repeat + 1, REPEATS) if site == t.site else 0
@@ -143,7 +148,8 @@ class VirtualClock:
         """This thread's virtual time; outside MPI this ends a compute segment (it is charged)."""
         t = self._t
         if not t.depth:
-            self._settle(t, _site(-1, 2))
+            self._settle(t, -1)
+            t.cpu = time.thread_time()
         return t.vt
 
     def enter(self, hint: int = 0) -> float:
@@ -152,7 +158,7 @@ class VirtualClock:
         ``hint``: a size naming the call (bytes), part of the segment's key."""
         t = self._t
         if not t.depth:
-            self._settle(t, _site(hint, 2))
+            self._settle(t, hint)
         t.depth += 1
         return t.vt
 
@@ -170,7 +176,7 @@ class VirtualClock:
         """Move this thread's timeline to ``until`` when it is later."""
         t = self._t
         if not t.depth:
-            self._settle(t, _site(-2, 2))
+            self._settle(t, -2)
         if until > t.vt:
             t.vt = until
         if not t.depth:

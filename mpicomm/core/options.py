@@ -112,6 +112,10 @@ class ReducerFields:
                                         # link model; docs/virtual_clock.md); default: virtual
                                         # with emulated nodes (--ranks-per-node and a link)
     compute_scale: float = 1.0          # virtual clock: multiplies the compute's CPU time
+    links_from: str | None = None       # virtual clock: charge the link classes no --inter-link
+                                        # / --intra-link gives as this host measured them: a
+                                        # `mpicomm model --json` file, or this-machine
+                                        # (experiments/results/this_machine.json)
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,10 @@ class ReducerOptions(ReducerFields):
             ``compute_scale``, messages by the link model of ``inter_link`` /
             ``intra_link``); ``"wall"`` or None (default) leaves the process's clock.
         compute_scale: virtual clock: multiplies the compute's CPU time (> 0).
+        links_from: virtual clock: a ``mpicomm model --json`` file (or ``"this-machine"``)
+            whose measured one-way times per size and reduction γ charge the link
+            classes ``inter_link``/``intra_link`` leave unset
+            (``mpicomm.costmodel.calibrate.host_links``; docs/virtual_clock.md).
     """
 
     def __post_init__(self) -> None:

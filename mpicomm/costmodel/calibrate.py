@@ -3,19 +3,29 @@
 The primitives every measurement of the cost model uses (``pingpong``,
 ``exchange``, ``measure_gamma``), and ``quick_params``: the few-millisecond
 calibration ``auto`` runs at construction. The full measurement behind
-``python -m mpicomm model`` lives with the benchmark (``mpicomm.bench.measure``).
+``python -m mpicomm model`` is ``mpicomm.costmodel.measure``.
+
+``host_links`` reads such a measurement back (a ``model --json`` file) as
+``MeasuredLink``s: this host's links, per message size, for the virtual clock
+(``--links-from``), so a virtual run can be held against the wall clock here.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.costmodel.formulas import LinkModel, ModelParams
+from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
 
-__all__ = ["pingpong", "exchange", "measure_gamma", "quick_params"]
+__all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
+           "host_links", "HOST", "HOST_PARAMS_PATHS"]
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
@@ -128,3 +138,82 @@ def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20, 4 
     link = LinkModel.from_pingpong(sizes, pingpong(comm, 0, p - 1, sizes, scale), (0, p - 1),
                                    swaps)
     return ModelParams(link, link, sizes, gamma)
+
+
+# --------------------------------------------------- this host's links, for the virtual clock
+HOST_PARAMS_PATHS = ("experiments/results/this_machine.json",
+                     "experiments/results/model_2ranks.json")
+HOST = "this-machine"  # the name of the saved calibration (``--links-from this-machine``)
+
+
+class MeasuredLink:
+    """A link class as this host measured it: one-way time t(m) of an m-byte message.
+
+    Read by the virtual clock in place of a ``LinkSpec`` (same ``latency``,
+    ``bandwidth``, ``seconds``, ``str``) when ``--links-from`` names a calibration.
+    t(m) = α + m·β(m) from the ping-pong of ``mpicomm model`` at every power of two,
+    linear in m between measured sizes and beyond the largest (the last segment's
+    slope), t(smallest) below
+    them: MPI's protocol switches (eager to rendezvous) and the caches stay in.
+    ``gamma(m)``: seconds per byte of an add right after an exchange (the reduction
+    of an allreduce step), by size, for reductions that run inside MPI.
+    """
+
+    def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str) -> None:
+        self.latency = float(alpha)
+        self.sizes = [int(s) for s in sizes]
+        self.times = [self.latency + s * b for s, b in zip(self.sizes, beta, strict=True)]
+        _, beta_fit = fit_alpha_beta(self.sizes, self.times)
+        self.bandwidth = 1.0 / beta_fit if beta_fit > 0 else float("inf")
+        last = (self.times[-1] - self.times[-2]) / (self.sizes[-1] - self.sizes[-2]) \
+            if len(self.sizes) > 1 else float(beta[-1])
+        self._last_beta = max(last, 0.0)  # the last segment's slope: the marginal β
+        self._gamma = ([int(s) for s in gamma_sizes], [float(g) for g in gamma])
+        self.text = text
+
+    def seconds(self, nbytes: int) -> float:
+        """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
+        sizes, times = self.sizes, self.times
+        if nbytes <= sizes[0]:
+            return times[0]
+        if nbytes >= sizes[-1]:
+            return times[-1] + (nbytes - sizes[-1]) * self._last_beta
+        i = bisect.bisect_right(sizes, nbytes)
+        lo, hi = sizes[i - 1], sizes[i]
+        return times[i - 1] + (nbytes - lo) * (times[i] - times[i - 1]) / (hi - lo)
+
+    def wire(self, nbytes: int) -> float:
+        """The part of ``seconds`` after the latency: the time the message holds a queue."""
+        w = self.seconds(nbytes) - self.latency
+        return w if w > 0 else 0.0
+
+    def gamma(self, nbytes: float) -> float:
+        """Seconds per byte to reduce ``nbytes`` right after receiving them (by size)."""
+        sizes, values = self._gamma
+        return float(np.interp(np.log(max(nbytes, 1.0)), np.log(sizes), values))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
+    """(intra, inter) ``MeasuredLink`` from a ``mpicomm model --json`` file; ``this-machine``:
+    the first of ``HOST_PARAMS_PATHS`` that exists. One node measured: inter = intra.
+
+    Raises ``ConfigError`` naming the files tried, with the command that writes one."""
+    tried = list(HOST_PARAMS_PATHS) if source == HOST else [source]
+    for path in tried:
+        if os.path.exists(path):
+            try:
+                params = json.loads(Path(path).read_text())["params"]
+                sizes, gamma = params["gamma_sizes"], params["gamma"]
+                links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
+                                      sizes, gamma, f"measured {k} link of {path}")
+                         for k in ("intra", "inter")]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "
+                                  f"params ({type(exc).__name__}: {exc})") from None
+            return links[0], links[1]
+    raise ConfigError(f"links_from {source!r}: no calibration (tried {', '.join(tried)}); "
+                      f"measure this host with `mpiexec -n 2 python -m mpicomm model "
+                      f"--strategies ring -b 4K -e 64M -f 4 -n 5 --json {HOST_PARAMS_PATHS[0]}`")

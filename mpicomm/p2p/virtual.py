@@ -45,11 +45,12 @@ from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
+from mpicomm.costmodel.calibrate import MeasuredLink, host_links
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
            "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
-           "barrier", "model_params", "cluster"]
+           "barrier", "model_params", "cluster", "measured_collective_seconds"]
 
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
@@ -76,6 +77,16 @@ class LinkModel:
         spec = self.inter if remote else self.intra
         return spec.latency, (share if remote else 1) / spec.bandwidth
 
+    def wire(self, remote: bool, share: int = 1) -> Any:
+        """The seconds an n-byte message holds a queue of its class, as a function of n:
+        n·β, or a measured link's (``--links-from``) time by size less its latency."""
+        spec = self.inter if remote else self.intra
+        if isinstance(spec, MeasuredLink):
+            k = share if remote else 1
+            return spec.wire if k == 1 else (lambda n: k * spec.wire(n))
+        beta = self.alpha_beta(remote, share)[1]
+        return lambda n: n * beta
+
     def with_links(self, inter: LinkSpec | None, intra: LinkSpec | None) -> LinkModel:
         """This model with the given classes replaced (None keeps the class)."""
         return replace(self, inter=inter or self.inter, intra=intra or self.intra)
@@ -86,11 +97,16 @@ _model = LinkModel()
 
 def install(scale: float = 1.0, inter_link: str | LinkSpec | None = None,
             intra_link: str | LinkSpec | None = None,
-            nics_per_node: int | None = None) -> VirtualClock:
+            nics_per_node: int | None = None, links_from: str | None = None) -> VirtualClock:
     """Make ``mpicomm.core.clock`` virtual for this process (compute x ``scale``) and set the
-    link model's classes that are given. Installing again keeps the running clock when the
+    link model's classes that are given. ``links_from`` (a ``mpicomm model --json`` file or
+    ``this-machine``): classes without a link string take this host's measured links
+    (``costmodel.calibrate.host_links``). Installing again keeps the running clock when the
     scale is unchanged (a second reducer joins the same timelines)."""
     global _model
+    if links_from:
+        intra_m, inter_m = host_links(links_from)
+        _model = _model.with_links(inter_m, intra_m)
     _model = _model.with_links(parse_link(inter_link, "inter_link"),
                                parse_link(intra_link, "intra_link"))
     if nics_per_node is not None:
@@ -139,6 +155,27 @@ def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float
     return 2 * lg * alpha + 2 * (p - 1) / p * nbytes * beta
 
 
+def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
+    """``collective_seconds``'s algorithms on a measured link (``--links-from``): each step's
+    message takes the link's measured time at its size, and reductions (inside MPI) the
+    measured γ: allreduce short ``lg p (t(n) + nγ)``, else recursive halving then doubling
+    ``Σ_k 2 t(n/2^k) + (n/2^k) γ``; reduce the same; bcast without γ; allgather
+    ``Σ_k t(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up)."""
+    if p < 2:
+        return 0.0
+    lg = math.ceil(math.log2(p))
+    t = link.seconds
+    if kind == "allgather":
+        return sum(t(nbytes << k) for k in range(lg))
+    if kind not in ("allreduce", "reduce", "bcast"):
+        raise ValueError(f"unknown collective {kind!r}")
+    add = 0.0 if kind == "bcast" else 1.0
+    if nbytes < SHORT_BYTES:
+        return lg * (t(nbytes) + add * nbytes * link.gamma(nbytes))
+    parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
+    return sum(2 * t(int(m)) + add * m * link.gamma(m) for m in parts)
+
+
 class _Msg:
     """One posted message: its MPI requests, stamp, size and link."""
 
@@ -175,6 +212,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         nics = self.model.nics_per_node
         share = 1 if nics is None else max(1, math.ceil(local / nics))
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
+        self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._spare: list[np.ndarray] = []
@@ -225,7 +263,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             start = first if first > free else free
             t, prev, k = start, 0.0, len(batch)
             for i, m in enumerate(sorted(batch, key=lambda m: m.nbytes)):
-                wire = m.nbytes * self._ab[m.peer][1]
+                wire = self._wire[m.peer](m.nbytes)
                 t += (k - i) * (wire - prev)
                 prev = wire
                 m.stamp[0], m.stamp[1] = start, t
@@ -241,8 +279,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         start + α on, so one that started earlier is not queued behind one the program
         happened to wait for first (two trees' chunks, say)."""
         c = 1 if self.remote[source] else 0
-        alpha, beta = self._ab[source]
-        wire = nbytes * beta
+        alpha = self._ab[source][0]
+        wire = self._wire[source](nbytes)
         t = start + alpha
         busy = self._recv_busy[c]
         k = len(busy)
@@ -261,6 +299,31 @@ class VirtualTransport(BlockingByRequests, Transport):
         at = end + alpha
         queued = t + wire
         return at if at > queued else queued
+
+    # ------------------------------------------------------------ blocking
+    # one bracket around the pair and its wait: the model's own bookkeeping is not charged
+    # as compute, and the CPU clock is read twice per call instead of six times (a system
+    # call of ~0.6 us on a VM: at 4 KiB it doubled a 2-rank ring's time)
+    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
+        self.clock.enter(recvbuf.nbytes)
+        try:
+            super().sendrecv(sendbuf, dest, recvbuf, source, tag)
+        finally:
+            self.clock.leave()
+
+    def send(self, buf: Any, dest: int, tag: int) -> None:
+        self.clock.enter(buf.nbytes)
+        try:
+            super().send(buf, dest, tag)
+        finally:
+            self.clock.leave()
+
+    def recv(self, buf: Any, source: int, tag: int) -> None:
+        self.clock.enter(buf.nbytes)
+        try:
+            super().recv(buf, source, tag)
+        finally:
+            self.clock.leave()
 
     # --------------------------------------------------------- non-blocking
     def isend(self, buf: Any, dest: int, tag: int) -> _Msg:
@@ -357,9 +420,13 @@ class VirtualTransport(BlockingByRequests, Transport):
             self._flush()
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
-            alpha, beta = self.model.alpha_beta(remote)
-            until = float(self._max[0]) + collective_seconds(kind, nbytes, comm.Get_size(),
-                                                             alpha, beta)
+            spec = self.model.inter if remote else self.model.intra
+            p = comm.Get_size()
+            if isinstance(spec, MeasuredLink):
+                took = measured_collective_seconds(kind, nbytes, p, spec)
+            else:
+                took = collective_seconds(kind, nbytes, p, *self.model.alpha_beta(remote))
+            until = float(self._max[0]) + took
         finally:
             clk.leave(until)
 
@@ -373,7 +440,7 @@ def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) 
 
 
 def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None,
-                inter_link: Any, intra_link: Any) -> str:
+                inter_link: Any, intra_link: Any, links_from: str | None = None) -> str:
     """Install the clock a command asks for (``default_clock`` when None); return its name.
 
     Raises ``ConfigError`` for an unknown clock or a scale that is not > 0."""
@@ -386,7 +453,8 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
     if clock_name == "virtual":
         install(scale,
                 link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK"),
-                link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"))
+                link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"),
+                links_from=links_from)
     return clock_name
 
 

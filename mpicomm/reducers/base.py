@@ -118,7 +118,8 @@ class Reducer:
         self._closed = False
         self._owns_comm = transport is None
         if options.clock == "virtual":  # the process's clock, before the transport is chosen
-            virtual.install(options.compute_scale, options.inter_link, options.intra_link)
+            virtual.install(options.compute_scale, options.inter_link, options.intra_link,
+                            links_from=options.links_from)
         if transport is None:
             base = MPI.COMM_WORLD if comm is None else comm
             self.comm = base.Dup()

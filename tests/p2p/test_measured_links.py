@@ -1,0 +1,128 @@
+"""This host's measured links for the virtual clock (``--links-from``).
+
+A ``mpicomm model --json`` file holds α, β(m) and γ(m); ``host_links`` reads it as
+``MeasuredLink``s whose one-way time is t(m) = α + m·β(m) at the measured sizes,
+linear between them. The virtual transport charges a message t(m), and an MPI
+collective the sum of its steps' t plus its reductions' γ.
+"""
+
+import json
+import math
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+from mpi_harness import run_mpi
+
+from mpicomm.core.errors import ConfigError
+from mpicomm.core.options import ReducerOptions
+from mpicomm.costmodel.calibrate import HOST, MeasuredLink, host_links
+from mpicomm.costmodel.formulas import LinkModel, ModelParams
+from mpicomm.p2p.virtual import SHORT_BYTES, collective_seconds, measured_collective_seconds
+
+SIZES = [1 << k for k in range(3, 21)]
+
+
+def _times(alpha=2e-6, jump_at=8192, jump=3e-6, gbps=10.0):
+    """One-way times with a protocol switch (a step of ``jump`` from ``jump_at`` bytes on)."""
+    return [alpha + m / (gbps * 1e9) + (jump if m >= jump_at else 0.0) for m in SIZES]
+
+
+def _write(path, times, gamma=0.25e-9):
+    link = LinkModel.from_pingpong(SIZES, times, (0, 1))
+    params = ModelParams(link, link, SIZES, [gamma] * len(SIZES))
+    path.write_text(json.dumps({"command": "model", "params": asdict(params)}))
+    return link
+
+
+def test_measured_link_is_the_pingpong_at_measured_sizes_and_linear_between(tmp_path):
+    times = _times()
+    _write(tmp_path / "m.json", times)
+    intra, inter = host_links(str(tmp_path / "m.json"))
+    for m, t in zip(SIZES, times, strict=True):
+        assert math.isclose(intra.seconds(m), t, rel_tol=1e-9), m
+    mid = 3 * 4096  # between 8 KiB and 16 KiB: on the straight line joining them
+    assert math.isclose(intra.seconds(mid), (times[10] + times[11]) / 2, rel_tol=1e-9)
+    assert intra.seconds(1) == times[0]  # below the smallest size: its time
+    big = SIZES[-1] * 4  # beyond the largest: its β goes on
+    assert math.isclose(intra.seconds(big) - times[-1], 3 * SIZES[-1] / 10e9, rel_tol=1e-6)
+    assert intra.wire(SIZES[-1]) == pytest.approx(times[-1] - intra.latency)
+    assert inter.seconds(mid) == intra.seconds(mid)  # one node measured: inter = intra
+    assert "m.json" in str(intra)
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+@pytest.mark.parametrize("kind", ["allreduce", "reduce", "bcast", "allgather"])
+@pytest.mark.parametrize("nbytes", [512, 1 << 20])
+def test_measured_collectives_are_the_linear_formulas_on_a_linear_link(p, kind, nbytes):
+    alpha, beta, gamma = 3e-6, 1 / 5e9, 0.5e-9
+    sizes = [1 << k for k in range(3, 30)]
+    link = MeasuredLink(alpha, sizes, [beta] * len(sizes), sizes, [gamma] * len(sizes), "lin")
+    got = measured_collective_seconds(kind, nbytes, p, link)
+    want = collective_seconds(kind, nbytes, p, alpha, beta)
+    lg = math.log2(p)
+    if kind in ("allreduce", "reduce"):  # the reductions inside MPI, charged by γ
+        want += (lg * nbytes if nbytes < SHORT_BYTES else (p - 1) / p * nbytes) * gamma
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_measured_collective_keeps_the_protocol_switch():
+    link = MeasuredLink(2e-6, SIZES, LinkModel.split(SIZES, _times())[1], SIZES,
+                        [0.0] * len(SIZES), "jump")
+    # 2 ranks, 32 KiB: MPICH exchanges 16 KiB twice, each past the 8 KiB switch
+    assert measured_collective_seconds("allreduce", 32768, 2, link) == pytest.approx(
+        2 * link.seconds(16384))
+    assert link.seconds(16384) > 2e-6 + 16384 / 10e9 + 2.9e-6
+
+
+def test_missing_calibration_names_the_command_that_writes_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="mpicomm model") as err:
+        host_links(HOST)
+    assert "this_machine.json" in str(err.value)
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ConfigError, match="bad.json"):
+        host_links(str(tmp_path / "bad.json"))
+
+
+def test_links_from_is_a_reducer_option():
+    assert ReducerOptions(links_from=HOST).links_from == HOST
+    assert ReducerOptions().links_from is None
+
+
+SENDRECV = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+nbytes = int(sys.argv[2])
+virtual.install(1e-9, links_from=sys.argv[1])
+t = make_transport(comm, node_map(comm, None))
+out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+t0 = clock.now()
+t.sendrecv(out, 1 - me, into, 1 - me, 5)
+report(ok=bool(into.all()), exchange=clock.now() - t0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nbytes", [4096, 12288, 1 << 20])
+def test_virtual_sendrecv_takes_the_measured_time(tmp_path, nbytes):
+    path = tmp_path / "m.json"
+    _write(path, _times())
+    res = run_mpi(2, ["-c", SENDRECV, str(path), str(nbytes)], timeout=60).expect_ok()
+    want = MeasuredLink(*_params(path), "").seconds(nbytes)
+    for r in res.records:
+        assert r["ok"]
+        assert abs(r["exchange"] - want) < 1e-8, (r["rank"], r["exchange"], want)
+
+
+def _params(path):
+    d = json.loads(path.read_text())["params"]
+    return d["intra"]["alpha"], d["intra"]["sizes"], d["intra"]["beta"], SIZES, np.zeros(len(SIZES))
