@@ -55,7 +55,7 @@ __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "colle
 # a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
 DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
 DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
-RECV_INTERVALS = 64  # busy intervals a receive queue remembers (older ones are long past)
+RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
 
 
@@ -215,6 +215,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
+        self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
         self._spare: list[np.ndarray] = []
         self._unbooked: list[_Msg] = []  # sends posted since the last other transport call
         self._max = np.zeros(1, dtype=np.float64)
@@ -277,11 +278,16 @@ class VirtualTransport(BlockingByRequests, Transport):
 
         The queue is a list of busy intervals: a message takes the first gap of n·β from
         start + α on, so one that started earlier is not queued behind one the program
-        happened to wait for first (two trees' chunks, say)."""
+        happened to wait for first (two trees' chunks, say). Touching intervals merge; past
+        ``RECV_INTERVALS`` the oldest is forgotten and everything before its end counts as
+        busy (a forgotten interval is never a gap: dropping it outright let a one-server
+        PS's later pushes fill the time its earlier ones had taken, 219 ms instead of 268)."""
         c = 1 if self.remote[source] else 0
         alpha = self._ab[source][0]
         wire = self._wire[source](nbytes)
         t = start + alpha
+        floor = self._recv_floor[c]
+        t = floor if floor > t else t
         busy = self._recv_busy[c]
         k = len(busy)
         for i, (b0, b1) in enumerate(busy):  # sorted by start, disjoint
@@ -291,11 +297,15 @@ class VirtualTransport(BlockingByRequests, Transport):
                 k = i
                 break
             t = b1
-        else:
-            k = len(busy)
-        busy.insert(k, (t, t + wire))
+        lo, hi = t, t + wire
+        if k < len(busy) and busy[k][0] <= hi:  # touches the next interval
+            hi = busy.pop(k)[1]
+        if k > 0 and busy[k - 1][1] >= lo:  # touches the previous one
+            k -= 1
+            lo = busy.pop(k)[0]
+        busy.insert(k, (lo, hi))
         if len(busy) > RECV_INTERVALS:
-            del busy[0]
+            self._recv_floor[c] = busy.pop(0)[1]
         at = end + alpha
         queued = t + wire
         return at if at > queued else queued

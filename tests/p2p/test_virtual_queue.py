@@ -1,0 +1,57 @@
+"""The virtual clock's receive queue (``VirtualTransport._arrive``) on its own, no MPI launch.
+
+A one-server PS at 16 ranks on 2 nodes: 8 workers on the other node push 16 pieces each, one
+round per ``Waitall``; each worker's pieces leave on its own interface one after another, the
+server's inter-node receive queue takes them one at a time. Its last piece arrives at
+α + 8·16·piece·β whatever the queue remembers: forgetting old busy intervals must not turn
+them into gaps that later pieces fill (issue 18: 219 ms instead of 268 ms at 16 MiB).
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from mpicomm.p2p.virtual import RECV_INTERVALS, VirtualTransport
+
+ALPHA, BETA = 20e-6, 1e-9  # 20us,1GB/s
+PIECE = 1 << 20
+
+
+def _receiver(senders: int):
+    """What ``_arrive`` reads of a transport: every sender on the other node (class inter)."""
+    return SimpleNamespace(remote=[True] * (senders + 1), _ab=[(ALPHA, BETA)] * (senders + 1),
+                           _recv_busy=[[], []], _recv_floor=[0.0, 0.0])
+
+
+def _incast_rounds(senders: int, rounds: int) -> tuple[float, list[tuple[float, float]]]:
+    """Last arrival at the server and every piece's (arrival - wire, arrival)."""
+    t = _receiver(senders)
+    wire = PIECE * BETA
+    last, spans = 0.0, []
+    for k in range(rounds):  # round k leaves each worker at k·wire (its own interface)
+        for w in range(1, senders + 1):
+            at = VirtualTransport._arrive(t, k * wire, (k + 1) * wire, PIECE, w)
+            spans.append((at - wire, at))
+            last = max(last, at)
+    return last, spans
+
+
+@pytest.mark.parametrize("senders,rounds", [(4, 16), (8, 16), (8, 40)])
+def test_the_receive_queue_never_reuses_time_it_has_forgotten(senders, rounds):
+    assert senders * rounds > RECV_INTERVALS or senders == 4  # (4, 16): exactly full, no loss
+    last, spans = _incast_rounds(senders, rounds)
+    wire = PIECE * BETA
+    assert last == pytest.approx(ALPHA + senders * rounds * wire, rel=1e-9)
+    spans.sort()
+    for (a0, a1), (b0, b1) in zip(spans[:-1], spans[1:], strict=True):  # one at a time
+        assert b0 >= a1 - 1e-12, ((a0, a1), (b0, b1))
+
+
+def test_touching_intervals_merge_so_the_queue_stays_short():
+    t = _receiver(8)
+    wire = PIECE * BETA
+    for k in range(16):
+        for w in range(1, 9):
+            VirtualTransport._arrive(t, k * wire, (k + 1) * wire, PIECE, w)
+    assert t._recv_busy[1] == [(pytest.approx(ALPHA), pytest.approx(ALPHA + 128 * wire))]
+    assert t._recv_floor[1] == 0.0  # nothing forgotten
