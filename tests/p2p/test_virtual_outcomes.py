@@ -103,3 +103,28 @@ def test_one_server_at_16_ranks_matches_the_predictor(tmp_path):
     assert res.returncode == 0, res.tail()
     ratio = vf.seconds(out, "ps", n) / vf.predicted(p, "ps", {"servers": 1}, n)
     assert 0.9 <= ratio <= 1.1, ratio
+
+
+def _train(tmp_path, p, *flags):
+    js = tmp_path / "t.json"
+    res = run_mpi(p, ["-m", "mpicomm", "train", "--clock", "virtual", "--log-every", "0",
+                      "--steps", "30", *flags, "--json", str(js)], timeout=300)
+    assert res.returncode == 0, res.tail()
+    return json.loads(js.read_text())["results"][0]
+
+
+@pytest.mark.slow
+def test_fusion_and_overlap_outcomes_of_coursework_exercise_5(tmp_path):
+    """Coursework 5: the same bytes in 98 calls or one, the fused step several times shorter;
+    overlap shortens the step but hides no more than the compute it runs beside."""
+    tiny = ("--strategy", "ring", "--layers", "64,64x48,10", "--batch-size", "16")
+    unfused, fused = (_train(tmp_path, 2, *tiny, "--bucket-mb", b) for b in ("0", "25"))
+    assert unfused["bytes_per_step"] == fused["bytes_per_step"]
+    assert (unfused["allreduce_calls_per_step"], fused["allreduce_calls_per_step"]) == (98, 1)
+    assert unfused["step_time_mean_s"] > 2 * fused["step_time_mean_s"]
+    link = ("--layers", "256,512x8,10", "--bucket-mb", "1", "--ranks-per-node", "1",
+            "--inter-link", "50us,0.5GB/s")
+    on, off = (_train(tmp_path, 2, *link, o) for o in ("--overlap", "--no-overlap"))
+    assert on["step_time_mean_s"] < 0.85 * off["step_time_mean_s"]
+    assert on["comm_exposed_s"] >= on["comm_total_s"] - on["compute_s"]
+    assert 0.2 < on["overlap_fraction"] < 0.6
