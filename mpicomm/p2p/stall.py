@@ -115,14 +115,17 @@ class Channel:
         _state.current = self
         return wall
 
-    def end(self, token: float) -> None:
-        """Mark the call begun with ``token`` as finished."""
+    def end(self, token: float, t: float | None = None) -> None:
+        """Mark the call begun with ``token`` as finished at ``t`` (``clock.now()``; now when
+        None)."""
         if token:
             self.t_enter = None
-            self.enter_t.append(self._log_t)
-            self.waited.append(clock.now() - self._log_t)
-            if len(self.waited) > _LOG_CAP:  # drop the older half, both logs alike
-                del self.waited[: _LOG_CAP // 2], self.enter_t[: _LOG_CAP // 2]
+            t0 = self._log_t
+            self.enter_t.append(t0)
+            waited = self.waited
+            waited.append((clock.now() if t is None else t) - t0)
+            if len(waited) > _LOG_CAP:  # drop the older half, both logs alike
+                del waited[: _LOG_CAP // 2], self.enter_t[: _LOG_CAP // 2]
 
     def take_log(self) -> tuple[np.ndarray, np.ndarray]:
         """Return and clear (entry times, seconds inside) of the calls so far: wall-clock
