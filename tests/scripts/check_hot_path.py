@@ -112,7 +112,7 @@ def refusals(name: str) -> None:
     ch, before = r.stall_channel, len(r.stall_channel.waited)
     for _ in range(5):
         r.allreduce(x)
-    if len(ch.waited) != before + 5 or ch.t_enter is not None:  # 6.
+    if len(ch.waited) != before + 5 or ch.since() is not None:  # 6.
         problems.append(f"{name}: stall log has {len(ch.waited) - before} entries for 5 calls")
     r.close()
     expect_raises(problems, RuntimeError, "closed", lambda: r.allreduce(x))
