@@ -52,9 +52,10 @@ class NativeReducer(Reducer):
     def _fast_plan(self, flat, scale):
         """The hot path: MPI's call itself when the transport is direct (not virtual), the
         scale as a 0-d array of the buffer's dtype (half the cost of a Python float's
-        multiply, same rounding) and the counted bytes precomputed."""
+        multiply, same rounding) and the counted bytes precomputed. A subclass that
+        overrides ``_allreduce`` gets it (the base plan)."""
         comm = self.p2p.direct()
-        if comm is None:
+        if comm is None or type(self)._allreduce is not NativeReducer._allreduce:
             return super()._fast_plan(flat, scale)
         allreduce, in_place, op_sum, mul = comm.Allreduce, MPI.IN_PLACE, MPI.SUM, np.multiply
         nbytes = (2 * (self.size - 1) * flat.nbytes) // self.size

@@ -259,10 +259,12 @@ class RingReducer(Reducer):
         return plan
 
     def _fast_plan(self, flat, scale):
-        """The hot path on a direct transport: the steps of this layout, precomputed."""
+        """The hot path on a direct transport: the steps of this layout, precomputed (a
+        subclass that overrides ``_allreduce`` gets it: the base plan)."""
         comm = self.p2p.direct()
         bounds, scratch, largest = self._plan(flat)
-        if comm is None or self.size == 1 or largest > max(PIECE_BYTES // flat.itemsize, 1):
+        if comm is None or self.size == 1 or largest > max(PIECE_BYTES // flat.itemsize, 1) \
+                or type(self)._allreduce is not RingReducer._allreduce:
             return super()._fast_plan(flat, scale)
         return direct_ring(self, comm, bounds, scratch, scale, flat.dtype)
 

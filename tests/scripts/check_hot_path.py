@@ -14,7 +14,9 @@ For each strategy given (default: native, ring, tree), against a twin reducer wi
 4. NaN and inf travel through the plan as through MPI (NaN stays NaN, inf stays inf);
 5. with tracing on, the ring's plan sends through the transport (its messages are on
    the timeline) and counts them once; with emulated links (1. again) it always does;
-6. the stall inspector's per-call log has one entry per call on the hot path.
+6. the stall inspector's per-call log has one entry per call on the hot path;
+7. a subclass of ``native`` or ``ring`` that overrides ``_allreduce`` is called on a
+   planned layout too (the strategies' direct plans are theirs alone).
 
 Usage: ``check_hot_path.py [STRATEGY ...]``
 """
@@ -27,6 +29,9 @@ from mpi_harness import expect_raises, report
 
 import mpicomm
 from mpicomm.core import trace
+from mpicomm.core.options import ReducerOptions
+from mpicomm.reducers.native import NativeReducer
+from mpicomm.reducers.ring import RingReducer
 from mpicomm.engine.async_reducer import AsyncReducer
 
 comm = MPI.COMM_WORLD
@@ -137,6 +142,24 @@ def traced_ring() -> None:
     r.close()
 
 
+def overridden() -> None:
+    """7. every call of a subclass that overrides ``_allreduce`` runs its override."""
+    for base in (NativeReducer, RingReducer):
+        class Plus(base):
+            def _allreduce(self, flat, scale):
+                super()._allreduce(flat, scale)
+                flat[0] += 1
+
+        r = Plus(comm, ReducerOptions.from_kwargs("check_hot_path"))
+        for call in range(3):
+            x = np.ones(16)
+            r.allreduce(x)
+            if x[0] != p + 1:
+                problems.append(f"{base.name} subclass, call {call}: override skipped ({x[0]})")
+        r.close()
+
+
+overridden()
 for strategy in sys.argv[1:] or ["native", "ring", "tree"]:
     same_as_checked(strategy)
     refusals(strategy)
