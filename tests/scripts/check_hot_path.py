@@ -30,9 +30,9 @@ from mpi_harness import expect_raises, report
 import mpicomm
 from mpicomm.core import trace
 from mpicomm.core.options import ReducerOptions
+from mpicomm.engine.async_reducer import AsyncReducer
 from mpicomm.reducers.native import NativeReducer
 from mpicomm.reducers.ring import RingReducer
-from mpicomm.engine.async_reducer import AsyncReducer
 
 comm = MPI.COMM_WORLD
 p, me = comm.Get_size(), comm.Get_rank()
