@@ -44,7 +44,10 @@ _virtual: VirtualClock | None = None
 
 
 def now() -> float:
-    """Return the current time in seconds of the installed clock (wall: ``perf_counter``)."""
+    """Return the current time in seconds of the installed clock (wall: ``perf_counter``).
+
+    ``set_source`` rebinds this name to the source itself, so a read is one call
+    (read it as ``clock.now()``, never keep the function across a clock change)."""
     return _source()
 
 
@@ -52,8 +55,9 @@ def set_source(source: Callable[[], float], label: str) -> None:
     """Install ``source`` as the clock every ``now()`` reads; ``label`` names it in records.
 
     A ``VirtualClock``'s ``now`` makes ``virtual()`` return that clock."""
-    global _source, _name, _virtual
+    global _source, _name, _virtual, now
     _source, _name = source, label
+    now = source
     owner = getattr(source, "__self__", None)
     _virtual = owner if isinstance(owner, VirtualClock) else None
 
@@ -185,3 +189,6 @@ class VirtualClock:
     def charge(self, seconds: float) -> None:
         """Add ``seconds`` to this thread's timeline (a modelled or injected delay)."""
         self._t.vt += seconds
+
+
+reset()  # from here on ``now`` is the source itself (``perf_counter``): one call per read

@@ -11,10 +11,13 @@ How:
 
 1. ``attach(comm, participants)`` (collective, at reducer creation) duplicates
    ``comm`` into a side communicator and returns a ``Channel``; the reducer calls
-   ``channel.begin(name, t0)`` / ``channel.end(token)`` around each call: a counter,
-   one clock read (the caller's entry time is reused) and two list appends (the
-   per-call log the slow-rank report reads). ``Transport._wait_requests`` notes how
-   many requests it blocks on.
+   ``channel.begin(name, t0)`` / ``channel.end(token, t1)`` around each call: two
+   list appends, the per-call log the slow-rank report reads, which is also the
+   state the watchdog reads (a call is in progress while it has an entry and no
+   duration yet); the caller's entry and exit times are reused. A wall-clock
+   caller may append itself (``Channel``: the inline protocol, what
+   ``Reducer.allreduce``'s hot path does: two appends, no call).
+   ``Transport._wait_requests`` notes how many requests it blocks on.
 2. One watchdog thread per process wakes every ``min(1 s, warn/4)``. It answers
    peers' questions on every side communicator (``Iprobe``; a reply is this
    rank's call counter and whether it is inside a call), and, when the current
@@ -25,6 +28,7 @@ How:
    never as "none behind". Only participants are asked about: a dedicated
    parameter server, which makes no calls, is not "not arrived". The main
    thread blocks in MPI with the GIL released, so the watchdog runs while it waits.
+   It looks at every channel inside a call (``Channel.since``).
 3. Asking peers needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default); at a lower
    level the warning says the missing ranks cannot be asked.
 
@@ -38,6 +42,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -45,10 +50,10 @@ from mpi4py import MPI
 
 from mpicomm.core import clock, tags
 
-__all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait"]
+__all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait", "LOG_CAP"]
 
 _TAG_ASK, _TAG_ANSWER = tags.STALL_ASK, tags.STALL_ANSWER
-_LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
+LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
 
 
 def poll_s(warn: float, abort: float | None) -> float:
@@ -80,21 +85,50 @@ def settings(environ: Any = os.environ) -> tuple[float, float | None]:
 
 
 class Channel:
-    """One reducer's view for the inspector: call counter, current call, per-call log."""
+    """One reducer's view for the inspector: its per-call log, which is also its state.
+
+    ``enter_t`` gets each call's entry time when it begins, ``waited`` its seconds
+    inside when it ends: a call is in progress while ``len(enter_t) > len(waited)``,
+    and its number is ``done + len(enter_t)`` (``done``: calls dropped from the log).
+    Inline protocol, for a wall-clock caller (``begin``/``end`` do the same for any
+    clock; what ``Reducer.allreduce``'s hot path does)::
+
+        log = ch.enter_t if ch.on else None      # on: the inspector is on (``set_enabled``)
+        if log is not None:
+            log.append(t0)                       # time.perf_counter() at entry
+        ...                                      # the call
+        if log is not None:
+            ch.waited.append(t1 - t0)
+            if len(ch.waited) > LOG_CAP:
+                ch.trim()
+    """
 
     def __init__(self, side: MPI.Comm | None, participants: list[int], rank: int,
                  size: int) -> None:
         self.side, self.participants, self.rank, self.size = side, participants, rank, size
         self.name = "?"
-        self.call = 0
-        self.t_enter: float | None = None
+        self.on = _state.enabled
+        self.done = 0                       # calls dropped from the log (trim, take_log)
         self.warned = 0
         self.enter_t: list[float] = []      # clock.now() at each call's entry
-        self._log_t = 0.0                   # clock.now() at the current call's entry
         self.waited: list[float] = []       # seconds inside each call
+        self._wall_t: float | None = None   # wall entry of the current call (virtual clock)
         self._wall_offset = time.time() - time.perf_counter()  # entry times -> wall clock
         self._answer = np.zeros(3, dtype=np.float64)
         self._ask = np.zeros(1, dtype=np.float64)
+
+    @property
+    def call(self) -> int:
+        """The number of the current (or last) call."""
+        return self.done + len(self.enter_t)
+
+    def since(self) -> float | None:
+        """Return the wall time (``time.perf_counter``) the current call began, or None."""
+        enter = self.enter_t
+        if len(enter) <= len(self.waited):
+            return None
+        wall = self._wall_t
+        return enter[-1] if wall is None else wall
 
     def begin(self, name: str, t: float | None = None) -> float:
         """Mark entry into call number ``call + 1`` at ``t`` (``clock.now()``; now when None).
@@ -103,33 +137,42 @@ class Channel:
         always measures wall time. Returns the token for ``end`` (0.0 when the
         inspector is off).
         """
-        if not _state.enabled:
+        if not self.on:
             return 0.0
         if t is None:
             t = clock.now()
-        wall = t if clock.virtual() is None else time.perf_counter()
         self.name = name
-        self.call += 1
-        self.t_enter = wall
-        self._log_t = t
-        _state.current = self
-        return wall
+        if clock.virtual() is not None:
+            self._wall_t = time.perf_counter()
+        self.enter_t.append(t)
+        return t or 1e-300  # a true token even at t == 0.0
 
-    def end(self, token: float) -> None:
-        """Mark the call begun with ``token`` as finished."""
+    def end(self, token: float, t: float | None = None) -> None:
+        """Mark the call begun with ``token`` as finished at ``t`` (``clock.now()``; now when
+        None)."""
         if token:
-            self.t_enter = None
-            self.enter_t.append(self._log_t)
-            self.waited.append(clock.now() - self._log_t)
-            if len(self.waited) > _LOG_CAP:  # drop the older half, both logs alike
-                del self.waited[: _LOG_CAP // 2], self.enter_t[: _LOG_CAP // 2]
+            self._wall_t = None
+            waited = self.waited
+            waited.append((clock.now() if t is None else t) - self.enter_t[-1])
+            if len(waited) > LOG_CAP:
+                self.trim()
+
+    def trim(self) -> None:
+        """Drop the older half of the per-call log, both lists alike (past ``LOG_CAP``)."""
+        with _state.lock:  # the watchdog reads the lengths under it
+            del self.waited[: LOG_CAP // 2], self.enter_t[: LOG_CAP // 2]
+            self.done += LOG_CAP // 2
 
     def take_log(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return and clear (entry times, seconds inside) of the calls so far: wall-clock
-        (``time.time``) times, or virtual ones (comparable across ranks) under that clock."""
+        """Return and clear (entry times, seconds inside) of the calls finished so far:
+        wall-clock (``time.time``) times, or virtual ones (comparable across ranks)
+        under that clock."""
         offset = self._wall_offset if clock.virtual() is None else 0.0
-        out = np.array(self.enter_t) + offset, np.array(self.waited)
-        self.enter_t, self.waited = [], []
+        with _state.lock:
+            n = len(self.waited)
+            out = np.array(self.enter_t[:n]) + offset, np.array(self.waited[:n])
+            del self.enter_t[:n], self.waited[:n]
+            self.done += n
         return out
 
     def close(self) -> None:
@@ -137,9 +180,8 @@ class Channel:
         with _state.lock:
             if self in _state.channels:
                 _state.channels.remove(self)
+            _state.every.discard(self)
             side, self.side = self.side, None
-        if _state.current is self:
-            _state.current = None
         if side is not None:
             side.Free()
 
@@ -151,7 +193,7 @@ class Channel:
         st = MPI.Status()
         while side.Iprobe(MPI.ANY_SOURCE, _TAG_ASK, st):
             side.Recv(self._ask, st.Get_source(), _TAG_ASK)
-            t = self.t_enter
+            t = self.since()
             inside = 0.0 if t is None else time.perf_counter() - t
             self._answer[:] = (self.call, t is not None, inside)
             side.Send(self._answer, st.Get_source(), _TAG_ANSWER)
@@ -193,8 +235,8 @@ class Channel:
 class _State:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.channels: list[Channel] = []
-        self.current: Channel | None = None
+        self.channels: list[Channel] = []  # those with a side communicator (answering)
+        self.every: weakref.WeakSet[Channel] = weakref.WeakSet()  # every open channel
         self.thread: threading.Thread | None = None
         self.enabled = True
         self.warn_s, self.abort_s = 60.0, None
@@ -205,8 +247,11 @@ _state = _State()
 
 
 def set_enabled(on: bool) -> None:
-    """Switch the per-call bookkeeping on or off (for measuring its cost)."""
-    _state.enabled = on
+    """Switch the per-call bookkeeping on or off (for measuring its cost), for every channel."""
+    with _state.lock:
+        _state.enabled = on
+        for ch in _state.every:
+            ch.on = on
 
 
 def note_wait(n: int) -> None:
@@ -231,6 +276,7 @@ def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
         _state.warn_s, _state.abort_s = warn, abort
         if side is not None:
             _state.channels.append(ch)
+        _state.every.add(ch)
         if watch and _state.thread is None:
             _state.thread = threading.Thread(target=_watch, name="mpicomm-stall", daemon=True)
             _state.thread.start()
@@ -248,18 +294,25 @@ def _watch() -> None:
         warn, abort = _state.warn_s, _state.abort_s
         time.sleep(poll_s(warn, abort))
         _answer_all()
-        ch = _state.current
-        t = ch.t_enter if ch is not None else None
-        if t is None:
-            continue
-        waited = time.perf_counter() - t
-        if warn and waited > warn and ch.warned != ch.call:
-            ch.warned = ch.call
-            _say(ch, waited, "warning")
-        if abort and waited > abort and ch.t_enter == t:
-            _say(ch, waited, "abort")
-            time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
-            MPI.COMM_WORLD.Abort(1)
+        with _state.lock:
+            inside = [ch for ch in _state.every if ch.since() is not None]
+        for ch in inside:
+            _check(ch, warn, abort)
+
+
+def _check(ch: Channel, warn: float, abort: float | None) -> None:
+    """Warn about (or abort on) ``ch``'s current call if it has lasted too long."""
+    t = ch.since()
+    if t is None:
+        return
+    waited = time.perf_counter() - t
+    if warn and waited > warn and ch.warned != ch.call:
+        ch.warned = ch.call
+        _say(ch, waited, "warning")
+    if abort and waited > abort and ch.since() == t:
+        _say(ch, waited, "abort")
+        time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
+        MPI.COMM_WORLD.Abort(1)
 
 
 def _say(ch: Channel, waited: float, kind: str) -> None:

@@ -31,6 +31,15 @@ MPI calls a strategy makes outside the transport go through ``recv_any``
 (a receive from any source) and ``collective`` (an MPI collective), so the
 virtual clock can time them; here they only call MPI.
 
+The direct seam (the hot path at small sizes): on this class alone, where a
+message needs nothing but moving and counting, ``direct()`` hands out the
+communicator itself. A strategy that sends a fixed sequence of messages per
+buffer layout (the ring) calls its ``Sendrecv``/``Allreduce`` and counts the
+whole sequence once per call into ``counts`` (what ``sendrecv`` would count,
+precomputed per layout). Emulated and virtual transports return
+None, so every message of theirs still passes through their methods; and the
+caller checks ``trace.active()`` per call, since direct messages are not traced.
+
 Every wait happens in a transport method: the blocking ``sendrecv``/``send``/
 ``recv`` wait inside MPI, and every wait on requests goes through
 ``_wait_requests`` — the one place a stall inspector hooks in.
@@ -128,6 +137,12 @@ class Transport:
         c.bytes_recv += recv
         c.inter_bytes_sent += inter_sent
         c.inter_bytes_recv += inter_recv
+
+    def direct(self) -> MPI.Comm | None:
+        """Return ``comm`` for direct calls (see the module docstring): this class only.
+
+        Emulated links and the virtual clock must see every message: None there."""
+        return self.comm if type(self) is Transport else None
 
     def close(self) -> None:
         """Free what the transport holds besides ``comm`` (nothing here)."""

@@ -49,9 +49,11 @@ for its intra-node and inter-node rings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from mpicomm.core import tags
+from mpicomm.core import tags, trace
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.p2p import Transport
 from mpicomm.reducers.base import Reducer
@@ -177,6 +179,57 @@ def ring_allgather(
             wire.pass_on(p2p, flat, parts[s], parts[r], right, left, tag)
 
 
+def direct_ring(reducer: RingReducer, comm, bounds: list[int], scratch, scale: float | None,
+                dtype) -> Callable:
+    """Return ``run(flat)``: steps 1-3 for one layout (one piece per segment) on ``comm``'s
+    ``Sendrecv`` itself, counted once per call (``Transport.direct``).
+
+    Precomputed per layout: every step's segment bounds, the scratch view each
+    reduce-scatter step receives into, the scale as a 0-d array of ``dtype`` and
+    the bytes and messages to count. With tracing on, ``run`` is the reducer's
+    ``_allreduce`` (every message through the transport, on the timeline).
+    """
+    p, me, counts, ring = reducer.size, reducer.rank, reducer.stats, reducer._ring
+    right, left = ring[(me + 1) % p], ring[(me - 1) % p]
+    remote = reducer.p2p.remote
+    seg = [(bounds[i], bounds[i + 1]) for i in range(p)]
+    rs = [(*seg[(me - 1 - k) % p], *seg[(me - 2 - k) % p],
+           scratch[: bounds[(me - 2 - k) % p + 1] - bounds[(me - 2 - k) % p]])
+          for k in range(p - 1)]
+    ag = [(*seg[(me - k) % p], *seg[(me - 1 - k) % p]) for k in range(p - 1)]
+    own_lo, own_hi = seg[me]
+    item = np.dtype(dtype).itemsize
+    sent = item * (sum(hi - lo for lo, hi, *_ in rs) + sum(hi - lo for lo, hi, _, _ in ag))
+    recv = item * (sum(rh - rl for _, _, rl, rh, _ in rs) + sum(rh - rl for _, _, rl, rh in ag))
+    inter_sent, inter_recv = (sent if remote[right] else 0), (recv if remote[left] else 0)
+    factor = None if scale is None else np.array(scale, dtype=dtype)
+    sendrecv, add, mul, active = comm.Sendrecv, np.add, np.multiply, trace.active
+    t_rs, t_ag, steps, fallback = tags.RING_RS, tags.RING_AG, p - 1, reducer._allreduce
+
+    def run(flat) -> None:
+        if active() is not None:
+            fallback(flat, scale)
+            return
+        for slo, shi, rlo, rhi, got in rs:  # 1.
+            sendrecv(flat[slo:shi], right, t_rs, got, left, t_rs)
+            mine = flat[rlo:rhi]
+            add(mine, got, out=mine)
+        if factor is not None:  # 2.
+            own = flat[own_lo:own_hi]
+            mul(own, factor, out=own)
+        for slo, shi, rlo, rhi in ag:  # 3.
+            sendrecv(flat[slo:shi], right, t_ag, flat[rlo:rhi], left, t_ag)
+        counts.bytes_sent += sent
+        counts.bytes_recv += recv
+        counts.messages_sent += 2 * steps
+        counts.messages_recv += 2 * steps
+        if inter_sent or inter_recv:
+            counts.inter_bytes_sent += inter_sent
+            counts.inter_bytes_recv += inter_recv
+
+    return run
+
+
 class RingReducer(Reducer):
     """Ring AllReduce (reduce-scatter + allgather) with mpi4py point-to-point calls.
 
@@ -204,6 +257,16 @@ class RingReducer(Reducer):
             scratch = piece_scratch(self._store, flat, min(largest, piece))
             plan = self._plans[key] = (bounds, scratch, largest)
         return plan
+
+    def _fast_plan(self, flat, scale):
+        """The hot path on a direct transport: the steps of this layout, precomputed (a
+        subclass that overrides ``_allreduce`` gets it: the base plan)."""
+        comm = self.p2p.direct()
+        bounds, scratch, largest = self._plan(flat)
+        if comm is None or self.size == 1 or largest > max(PIECE_BYTES // flat.itemsize, 1) \
+                or type(self)._allreduce is not RingReducer._allreduce:
+            return super()._fast_plan(flat, scale)
+        return direct_ring(self, comm, bounds, scratch, scale, flat.dtype)
 
     def _allreduce(self, flat, scale):
         wire = self.wire
