@@ -20,6 +20,7 @@ PIECE = 1 << 20
 def _receiver(senders: int):
     """What ``_arrive`` reads of a transport: every sender on the other node (class inter)."""
     return SimpleNamespace(remote=[True] * (senders + 1), _ab=[(ALPHA, BETA)] * (senders + 1),
+                           _wire=[lambda n: n * BETA] * (senders + 1),
                            _recv_busy=[[], []], _recv_floor=[0.0, 0.0])
 
 
