@@ -2,7 +2,9 @@
 
 Usage (under ``python -m mpi4py``): ``bubble_virtual.py RUNS`` with RUNS like
 ``1f1b:4,gpipe:16`` (schedule:micro-batches). Every run trains the same 4-layer MLP of
-width 1024 on 1024 rows a step (float32), one stage per rank; rank 0 reports per run
+width 1024 on 1024 rows a step (float32), one stage per rank, its input 1536 wide so
+that stage 0 (no input gradient: F + B = 2·1536·1024) costs what the others do (3·1024²);
+rank 0 reports per run
 ``bubble_measured``, ``bubble_formula`` and ``idle_share_by_stage`` from the run's record.
 """
 
@@ -19,8 +21,8 @@ from mpicomm.train.blas import limit_blas_threads
 world = MPI.COMM_WORLD
 virtual.install(1.0)
 limit_blas_threads(1)  # as the command does: one BLAS thread per rank, its CPU time charged
-kw = dict(layers=(1024,) * 5, batch_size=1024, steps=8, train_samples=2048, test_samples=64,
-          log_every=0, pipeline_stages=4)
+kw = dict(layers=(1536,) + (1024,) * 4, batch_size=1024, steps=8, train_samples=2048,
+          test_samples=64, log_every=0, pipeline_stages=4)
 out = {}
 for run in sys.argv[1].split(","):
     kind, M = run.split(":")
