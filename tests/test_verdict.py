@@ -153,3 +153,14 @@ def test_prediction_summary_names_the_fastest_per_size_range():
         "8 ranks: fastest native at every size",
         "64 ranks: fastest native up to 2 KiB, ring from 4 KiB",
     ]
+
+
+def test_an_interval_always_holds_its_own_point():
+    """A skewed redraw (every draw above the point) must not give an interval that leaves the
+    point out: bench's vs column printed 0.7715 with an interval of 0.7749-... (CI, 2026-12-01)."""
+    from mpicomm.analysis.verdict import _interval
+
+    iv = _interval(0.77, np.linspace(0.775, 0.80, 1000))
+    assert iv.low <= iv.value <= iv.high
+    iv = _interval(1.5, np.linspace(1.0, 1.2, 1000))
+    assert iv.low <= iv.value <= iv.high

@@ -114,6 +114,7 @@ def _t975(df: int) -> float:
 def _interval(point: float, draws: np.ndarray, per_round: np.ndarray | None = None) -> Interval:
     """Percentile interval of ``draws``, widened to the t interval of ``per_round`` (logs)."""
     lo, hi = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    lo, hi = min(lo, point), max(hi, point)  # a skewed redraw can leave the point outside
     if per_round is not None and per_round.size >= MIN_ROUNDS_T:
         half = _t975(per_round.size - 1) * per_round.std(ddof=1) / np.sqrt(per_round.size)
         lo = min(lo, point * np.exp(-half))
