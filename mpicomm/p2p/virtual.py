@@ -314,26 +314,22 @@ class VirtualTransport(BlockingByRequests, Transport):
     # one bracket around the pair and its wait: the model's own bookkeeping is not charged
     # as compute, and the CPU clock is read twice per call instead of six times (a system
     # call of ~0.6 us on a VM: at 4 KiB it doubled a 2-rank ring's time)
-    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
-        self.clock.enter(recvbuf.nbytes)
+    def _bracketed(self, nbytes: int, call: Any, *args: Any) -> None:
+        clk = self.clock
+        clk.enter(nbytes)
         try:
-            super().sendrecv(sendbuf, dest, recvbuf, source, tag)
+            call(*args)
         finally:
-            self.clock.leave()
+            clk.leave()
+
+    def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int) -> None:
+        self._bracketed(recvbuf.nbytes, super().sendrecv, sendbuf, dest, recvbuf, source, tag)
 
     def send(self, buf: Any, dest: int, tag: int) -> None:
-        self.clock.enter(buf.nbytes)
-        try:
-            super().send(buf, dest, tag)
-        finally:
-            self.clock.leave()
+        self._bracketed(buf.nbytes, super().send, buf, dest, tag)
 
     def recv(self, buf: Any, source: int, tag: int) -> None:
-        self.clock.enter(buf.nbytes)
-        try:
-            super().recv(buf, source, tag)
-        finally:
-            self.clock.leave()
+        self._bracketed(buf.nbytes, super().recv, buf, source, tag)
 
     # --------------------------------------------------------- non-blocking
     def isend(self, buf: Any, dest: int, tag: int) -> _Msg:
