@@ -248,8 +248,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         if flag not in known:
             g.add_argument(flag, default=None, metavar="ALPHA,BW",
                            help=f"{what} link, e.g. 5us,25GB/s (overrides the profile's)")
-    g.add_argument("--nics-per-node", type=int, default=None,
-                   help="NICs a node's ranks share (default: the profile's; explicit links: 1)")
+    if "--nics-per-node" not in known:  # the reducer options' flag, when model has them
+        g.add_argument("--nics-per-node", type=int, default=None,
+                       help="NICs a node's ranks share (default: the profile's; explicit "
+                            "links: 1)")
     g.add_argument("--gamma-rate", default="1000GB/s",
                    help="explicit links: add rate, bytes/s of γ = 1/rate (default: GPU HBM)")
     g.add_argument("--table", action="store_true",

@@ -158,7 +158,9 @@ def _run(module, args: argparse.Namespace):
 
         virtual.install_for(getattr(args, "clock", None), args.compute_scale,
                             getattr(args, "ranks_per_node", None), args.inter_link,
-                            args.intra_link, getattr(args, "links_from", None))
+                            args.intra_link, getattr(args, "links_from", None),
+                            None if getattr(args, "predict", False)  # --predict: the profile's
+                            else getattr(args, "nics_per_node", None))
     return module.run(args)
 
 

@@ -116,6 +116,9 @@ class ReducerFields:
                                         # / --intra-link gives as this host measured them: a
                                         # `mpicomm model --json` file, or this-machine
                                         # (experiments/results/this_machine.json)
+    nics_per_node: int | None = None    # virtual clock: network interfaces per node, shared by
+                                        # the node's ranks that cross at once (default: one
+                                        # per rank; docs/virtual_clock.md)
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,9 @@ class ReducerOptions(ReducerFields):
             whose measured one-way times per size and reduction γ charge the link
             classes ``inter_link``/``intra_link`` leave unset
             (``mpicomm.costmodel.calibrate.host_links``; docs/virtual_clock.md).
+        nics_per_node: virtual clock: c network interfaces per node; the k ranks of a node
+            that cross node boundaries at once (the algorithm's ``crossing_ranks``) share
+            them, β across nodes x ⌈k/c⌉. None (default): one interface per rank.
     """
 
     def __post_init__(self) -> None:
@@ -194,6 +200,9 @@ class ReducerOptions(ReducerFields):
         codec, ratio, ef = parse_compress(self.compress)
         spelled = codec if ratio is None else f"topk:{ratio:g}" + ("" if ef else ":noef")
         object.__setattr__(self, "compress", spelled)
+        c = self.nics_per_node
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise ConfigError(f"nics_per_node must be an int >= 1, got {c!r}")
         k = self.channels
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CHANNELS:
             raise ConfigError(f"channels must be an int from 1 to {MAX_CHANNELS}, got {k!r}")

@@ -124,13 +124,14 @@ def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, in
         b = max(intra[1], inter[1] / k) if nodes > 1 else intra[1]
         return a0 + host.ring_time(p, n, slow[0], b, g)
     if strategy == "hierarchical":
-        b_e = inter[1] * max(1.0, local / nics)
-        return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
-                                           o.get("variant") or "reduce_scatter")
+        variant = o.get("variant") or "reduce_scatter"  # leader: one rank of a node crosses
+        b_e = inter[1] * (1.0 if variant == "leader" else max(1.0, local / nics))
+        return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g, variant)
     if strategy == "tree":
         return a0 + tree_cluster_time(p, n, local, intra, shared, g)
-    s = int(o.get("servers") or 1)
-    return a0 + ps_interfaces_time(p, n, local, intra, shared, g, s, bool(o.get("dedicated")))
+    s = int(o.get("servers") or 1)  # one server: its own interface carries all its traffic
+    return a0 + ps_interfaces_time(p, n, local, intra, shared if s > 1 else inter, g, s,
+                                   bool(o.get("dedicated")))
 
 
 def _channels_opt(o: dict) -> int:

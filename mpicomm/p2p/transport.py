@@ -138,6 +138,10 @@ class Transport:
         c.inter_bytes_sent += inter_sent
         c.inter_bytes_recv += inter_recv
 
+    def cross_at_once(self, k: int) -> None:
+        """``k`` ranks of a node cross node boundaries at once (the virtual clock's interface
+        sharing, ``VirtualTransport``); nothing here."""
+
     def direct(self) -> MPI.Comm | None:
         """Return ``comm`` for direct calls (see the module docstring): this class only.
 

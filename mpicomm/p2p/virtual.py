@@ -21,8 +21,11 @@ class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
    end (sends) of the batch; CPU time spent waiting is not charged.
 
 Full duplex: send and receive queues are separate, one pair per link class per
-rank (one network interface per rank; ``nics_per_node`` fewer than a node's
-ranks share an interface by multiplying β by the ranks per interface).
+rank (one network interface per rank). With ``nics_per_node`` c, the k ranks of
+a node that cross node boundaries at once share the c interfaces: β across nodes
+is multiplied by ⌈k/c⌉. k is the algorithm's (``Reducer.crossing_ranks``: the
+ring's one boundary rank, K for K channels, every rank for ps with S > 1,
+hierarchical, the tree and recursive doubling), as in the predictor.
 
 ``collective(kind, nbytes, remote, comm, fn, *args)`` runs an MPI collective a
 reducer calls directly (native's Allreduce, the leader variant's Reduce/Bcast,
@@ -208,11 +211,8 @@ class VirtualTransport(BlockingByRequests, Transport):
                                "(mpicomm.p2p.virtual.install)")
         self.stamps = comm.Dup()  # collective, as the transport's creation
         me = self.node_of[self.rank]
-        local = sum(n == me for n in self.node_of)
-        nics = self.model.nics_per_node
-        share = 1 if nics is None else max(1, math.ceil(local / nics))
-        self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
-        self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
+        self.local = sum(n == me for n in self.node_of)  # ranks on this rank's node
+        self.cross_at_once(self.local)
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
@@ -221,10 +221,21 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
+    def cross_at_once(self, k: int) -> None:
+        """``k`` ranks of each node cross node boundaries at once: they share the node's
+        ``nics_per_node`` interfaces (β across nodes x ⌈min(k, local)/c⌉; no limit: x 1)."""
+        nics = self.model.nics_per_node
+        share = 1 if nics is None else max(1, math.ceil(min(k, self.local) / nics))
+        self.share = share
+        self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
+        self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
+
     def describe(self) -> dict:
         d = super().describe()
         d.update(clock="virtual", inter_link=str(self.model.inter),
                  intra_link=str(self.model.intra))
+        if self.model.nics_per_node is not None:
+            d.update(nics_per_node=self.model.nics_per_node, ranks_per_interface=self.share)
         return d
 
     def close(self) -> None:
@@ -431,7 +442,8 @@ class VirtualTransport(BlockingByRequests, Transport):
             if isinstance(spec, MeasuredLink):
                 took = measured_collective_seconds(kind, nbytes, p, spec)
             else:
-                took = collective_seconds(kind, nbytes, p, *self.model.alpha_beta(remote))
+                ab = self.model.alpha_beta(remote, self.share)
+                took = collective_seconds(kind, nbytes, p, *ab)
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
@@ -446,21 +458,31 @@ def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) 
 
 
 def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None,
-                inter_link: Any, intra_link: Any, links_from: str | None = None) -> str:
+                inter_link: Any, intra_link: Any, links_from: str | None = None,
+                nics_per_node: int | None = None) -> str:
     """Install the clock a command asks for (``default_clock`` when None); return its name.
 
-    Raises ``ConfigError`` for an unknown clock or a scale that is not > 0."""
+    Raises ``ConfigError`` for an unknown clock, a scale that is not > 0, or a virtual-clock
+    flag (``--compute-scale`` other than 1, ``--links-from``, ``--nics-per-node``) under the
+    wall clock, where it could not take effect."""
     if clock_name is None:
         clock_name = default_clock(ranks_per_node, inter_link, intra_link)
     if clock_name not in ("wall", "virtual"):
         raise ConfigError(f"unknown clock {clock_name!r}; valid: wall, virtual")
     if not (isinstance(scale, (int, float)) and 0 < scale < math.inf):
         raise ConfigError(f"--compute-scale must be a number > 0, got {scale!r}")
+    if clock_name == "wall":
+        given = [flag for flag, on in (("--compute-scale", scale != 1),
+                                        ("--links-from", bool(links_from)),
+                                        ("--nics-per-node", nics_per_node is not None)) if on]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: virtual-clock only, and this run uses the "
+                              f"wall clock; add --clock virtual")
     if clock_name == "virtual":
         install(scale,
                 link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK"),
                 link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"),
-                links_from=links_from)
+                nics_per_node=nics_per_node, links_from=links_from)
     return clock_name
 
 

@@ -53,6 +53,7 @@ class PSGroup:
         self.stats = ReduceStats()
         self.p2p = make_transport(self.comm, node_map(self.comm, ranks_per_node), self.stats,
                                   inter_link, intra_link)
+        self.p2p.cross_at_once(1 if servers == 1 else self.comm.Get_size())  # --nics-per-node
         rank, workers = self.comm.Get_rank(), self.layout.workers
         self.num_workers = len(workers)
         self.worker_rank = workers.index(rank) if rank in workers else None

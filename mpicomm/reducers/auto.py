@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import clock
 from mpicomm.reducers.base import Reducer
 from mpicomm.reducers.recursive_doubling import RecursiveDoublingReducer
 from mpicomm.reducers.ring import RingReducer
@@ -52,6 +53,7 @@ class AutoReducer(Reducer):
         agreed = np.array([crossover], dtype=np.int64)
         self.comm.Bcast(agreed, root=0)
         self.crossover = int(agreed[0])
+        self._virtual = clock.virtual() is not None
 
     def describe(self) -> dict:
         d = super().describe()
@@ -60,6 +62,8 @@ class AutoReducer(Reducer):
 
     def _allreduce(self, flat, scale):
         impl = self.small if flat.nbytes < self.crossover else self.large
+        if self._virtual:  # the shared transport charges the chosen algorithm's crossing
+            self.p2p.cross_at_once(impl.crossing_ranks())
         impl.allreduce_flat(flat, scale)
 
     def _release(self) -> None:

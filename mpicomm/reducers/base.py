@@ -160,7 +160,10 @@ class Reducer:
         self._owns_comm = transport is None
         if options.clock == "virtual":  # the process's clock, before the transport is chosen
             virtual.install(options.compute_scale, options.inter_link, options.intra_link,
-                            links_from=options.links_from)
+                            nics_per_node=options.nics_per_node, links_from=options.links_from)
+        elif options.nics_per_node is not None and clock.virtual() is None:
+            raise ConfigError("nics_per_node: the virtual clock's interface sharing; "
+                              "use clock='virtual'")
         if transport is None:
             base = MPI.COMM_WORLD if comm is None else comm
             self.comm = base.Dup()
@@ -174,6 +177,8 @@ class Reducer:
         self.p2p = transport
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
+        if self._owns_comm:  # the virtual clock's interface sharing (--nics-per-node)
+            transport.cross_at_once(self.crossing_ranks())
         self.is_worker = True
         self.worker_rank: int | None = self.rank
         self.num_workers = self.size
@@ -196,6 +201,12 @@ class Reducer:
         self.stall_channel = stall.attach(self.comm) if self._owns_comm else None  # collective
         if self.stall_channel is not None:
             self.stall_channel.name = self.name  # the hot path does not pass it per call
+
+    def crossing_ranks(self) -> int:
+        """How many of a node's ranks send across node boundaries at once: they share the
+        node's interfaces under the virtual clock's ``nics_per_node``. Here every rank
+        (recursive doubling, the tree, native); the ring's one boundary rank overrides it."""
+        return self.comm.Get_size()
 
     # ---------------------------------------------------------------- public
     def allreduce(self, buf: Any, op: str = "sum", *, key: Any = None) -> Any:

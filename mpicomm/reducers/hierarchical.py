@@ -148,6 +148,10 @@ class HierarchicalReducer(Reducer):
         for node in self.topology.nodes:
             self._node_start.append(self._node_start[-1] + len(node))
 
+    def crossing_ranks(self) -> int:
+        """reduce_scatter: every rank runs an inter-node ring at once; leader: one per node."""
+        return 1 if self.options.variant == "leader" else self.comm.Get_size()
+
     def describe(self) -> dict:
         d = super().describe()
         d.update(variant=self.variant, topology=self.topology.describe())

@@ -87,6 +87,10 @@ class MultiRingReducer(Reducer):
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module name -> K pieces of scratch
 
+    def crossing_ranks(self) -> int:
+        """Each of the K rings crosses a node boundary at a different rank: K at once."""
+        return self.options.channels
+
     def describe(self) -> dict:
         d = super().describe()
         d["channels"] = self.channels

@@ -156,6 +156,10 @@ class ParameterServerReducer(Reducer):
         self._sp_counts = np.zeros(S, dtype=np.int64)  # top-k: pairs each server sends back
         self._header = np.zeros(4, dtype=np.int64)
 
+    def crossing_ranks(self) -> int:
+        """One server crosses on its own interface; S > 1 servers: every rank at once."""
+        return 1 if self.options.servers == 1 else self.comm.Get_size()
+
     def describe(self) -> dict:
         d = super().describe()
         d.update(servers=self.servers, dedicated=self.dedicated)

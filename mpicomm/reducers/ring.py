@@ -258,6 +258,10 @@ class RingReducer(Reducer):
             plan = self._plans[key] = (bounds, scratch, largest)
         return plan
 
+    def crossing_ranks(self) -> int:
+        """One rank of a node sends across its boundary (to the next node's first rank)."""
+        return 1
+
     def _fast_plan(self, flat, scale):
         """The hot path on a direct transport: the steps of this layout, precomputed (a
         subclass that overrides ``_allreduce`` gets it: the base plan)."""
