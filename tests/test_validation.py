@@ -76,6 +76,21 @@ def test_nccl_tuning_model_pieces():
     assert t == pytest.approx(6.6e-6 + 2 * 14 * 2.0e-6 + 2 * 1 * 5.0e-6, rel=1e-3)
 
 
+def test_summit_profile_is_its_user_guide():
+    """Summit (the 2019 NCCL 2.4 runs): the OLCF guide's layout and rates, NCCL's Volta pieces."""
+    from mpicomm.costmodel.profiles import cluster, ll_max_busbw, net_overhead
+
+    c = cluster("summit-v100-edr")
+    assert (c.ranks_per_node, c.nics_per_node, c.in_network) == (6, 2, None)
+    assert c.intra.bytes_per_s == 50e9  # 2 NVLink 2 links x 25 GB/s per direction
+    # two EDR rails at the guide's 23 GB/s node injection
+    assert c.nics_per_node * c.inter.achieved_bytes_per_s == pytest.approx(23e9)
+    assert c.gamma_s_per_byte == pytest.approx(3 / 900e9)  # V100 HBM2 900 GB/s
+    # POWER9 host: not AMD, so NCCL's 1 us net overhead and the Intel row of the LL cap
+    assert net_overhead(c) == 1e-6 and ll_max_busbw(c, 1) == 39.0e9
+    assert ll_max_busbw(c, 2) == 39.0e9 and ll_max_busbw(c, 4096) == 20.4e9
+
+
 def test_measured_from_busbw_and_the_score_responds(check):
     pt = {"gpus": 16, "bytes": 1 << 30, "busbw_gbps": 100.0}
     assert check.measured_us(pt) == pytest.approx((1 << 30) * 30 / 16 / 100e9 * 1e6)

@@ -17,9 +17,11 @@ from the profile's datasheet layout). Nothing is fitted per point. Per point:
 
 Sampling rule (fixed before scoring, the same for every source): from a table, the rows at
 8 B, 1 MiB, 64 MiB, 1 GiB and the largest row shown (those the table has); a single figure
-as stated. Every run found is scored, also runs their own thread calls below expected
-(``below_expected``: shown, and a second figure without them is printed for reference);
-only a profile's calibration rows (role "calibration") are not scored.
+as stated; a plot over GPU counts (``read_from_plot``: read off the image, the reading's
+uncertainty in ``note``), its counts from 2,048 GPUs up. Every run found is scored, also
+runs their own thread calls below expected (``below_expected``: shown, and a second figure
+without them is printed for reference); only a profile's calibration rows (role
+"calibration") are not scored.
 
 Score: over the points whose role is "score", the share within 1.5x and the worst fold.
 Targets: >= 80% within 1.5x, none beyond 2.5x (tests/test_validation.py asserts them).
@@ -101,6 +103,7 @@ def evaluate(points: list[dict]) -> list[dict]:
                      "nodes": pt["nodes"], "bytes": pt["bytes"], "profile": pt["profile"],
                      "algorithm": pt.get("algorithm", "default"), "measured_us": meas,
                      "below_expected": bool(pt.get("below_expected")),
+                     "read_from_plot": bool(pt.get("read_from_plot")),
                      "strategy": label, "predicted_us": pred[label] * 1e6, "ratio": ratio,
                      "fold": max(ratio, 1 / ratio), "fastest_any": any_label,
                      "fastest_any_us": pred[any_label] * 1e6,
@@ -157,7 +160,8 @@ def markdown_table(rows: list[dict], points: list[dict]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pt = by_id[r["id"]]
-        role = r["role"] + (", source says below expected" if r["below_expected"] else "")
+        role = r["role"] + (", source says below expected" if r["below_expected"] else "") + (
+            ", read off a plot" if r["read_from_plot"] else "")
         path = pt["url"].removeprefix("https://github.com/")
         lines.append(f"| {r['id']} | {r['gpus']} ({r['nodes']}x{pt['gpus_per_node']}) | "
                      f"{pt['gpu']}, {r['profile']} | {_size(r['bytes'])} | {r['algorithm']} | "
@@ -178,7 +182,9 @@ def figure(rows: list[dict], png: str) -> str:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 5))
-    groups = (("scored", "o", lambda r: r["role"] == "score" and not r["below_expected"]),
+    groups = (("scored", "o", lambda r: r["role"] == "score" and not r["below_expected"]
+               and not r["read_from_plot"]),
+              ("scored, read off a plot", "^", lambda r: r["read_from_plot"]),
               ("scored, source says below expected", "x",
                lambda r: r["role"] == "score" and r["below_expected"]),
               ("calibration (not scored)", "s", lambda r: r["role"] == "calibration"))

@@ -43,7 +43,16 @@ S11 NCCL src/graph/tuning.cc (NVIDIA/nccl master, commit 5067397, 2026-06): the 
     39.0 on 2 nodes, 20.4 on more; AMD 22.5 and 19.0) -> ``ll_max_busbw``.
 S12 Host CPUs (datasheets): DGX H100 2x Intel Xeon Platinum 8480C; DGX B200 2x Intel Xeon
     Platinum 8570; DGX A100 2x AMD EPYC 7742; AWS p5.48xlarge 3rd-gen AMD EPYC; GCP A3 Mega
-    Intel Sapphire Rapids; GB200 NVL72 Grace (Arm: NCCL's default 1.0).
+    Intel Sapphire Rapids; GB200 NVL72 Grace (Arm: NCCL's default 1.0); Summit 2x IBM POWER9
+    (S13; not AMD: NCCL's default 1.0 us and the Intel row of ``llMaxBws``).
+S13 OLCF Summit User Guide (github.com/olcf/olcf-user-docs, systems/summit_user_guide.rst):
+    "two IBM POWER9 processors and six NVIDIA Volta V100 accelerators" per node; NVLink
+    "Each link has a peak bandwidth of 25 GB/s (in each direction), and since there are 2
+    links between processors, data can be transferred from GPU-to-GPU and CPU-to-GPU at a
+    peak rate of 50 GB/s"; "a dual-rail EDR InfiniBand network providing a node injection
+    bandwidth of 23 GB/s ... Non-blocking Fat Tree" -> 2 NICs of 100 Gb/s (EDR, 12.5 GB/s),
+    efficiency 23/25; V100 HBM2 "up to 900 GB/s". NCCL's LL cap for Volta in one node:
+    ``llMaxBws`` Volta-N1 39.0 GB/s (S11).
 S9  NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain (NVLink 5, 1.8 TB/s per GPU),
     each compute tray's 4 GPUs with 4x ConnectX-7 400 Gb/s: one NIC per GPU.
 S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table in
@@ -52,7 +61,7 @@ S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table i
     formula; 8 GiB at algbw 180.71 GB/s on 8x25 GB/s -> efficiency 0.90. Calibration rows.
 
 γ: an in-place add reads two bytes and writes one per byte: HBM rate / 3 (H100 3.35 TB/s ->
-~1 TB/s; B200 8 TB/s -> 2.7 TB/s; A100 2.0 TB/s -> 0.67 TB/s).
+~1 TB/s; B200 8 TB/s -> 2.7 TB/s; A100 2.0 TB/s -> 0.67 TB/s; V100 0.9 TB/s -> 0.3 TB/s).
 """
 
 from __future__ import annotations
@@ -75,6 +84,7 @@ _CALL, _NVL_STEP, _IB_STEP, _NVLS_LAT = 6.6e-6, 0.6e-6, 5.0e-6, 25e-6  # S5
 _ETH_STEP = 60.4e-6  # S8 (calibration)
 _EFA_PLUGIN = 75e-6  # S10: the network plugin's declared latency
 _EFA_STEP = _IB_STEP + _EFA_PLUGIN  # S5 + S10
+SUMMIT_EDR_EFF = 23 / 25  # S13: 23 GB/s node injection over 2x EDR 12.5 GB/s
 
 
 def _nvlink(rate: float, src: str) -> Link:
@@ -119,6 +129,11 @@ CLUSTERS: dict[str, Cluster] = {c.name: c for c in (
                                      "(S10); alpha S5 + S10's plugin latency"),
             nics_per_node=8, source="AWS p5.48xlarge: 8 H100 (S1), 32x 100 Gb/s EFA v2 (S10)",
             **_H100),
+    Cluster("summit-v100-edr", 6, _nvlink(50 * _GB, "S13"),
+            Link(_IB_STEP, 100 * _GB / 8, SUMMIT_EDR_EFF, "EDR 100 Gb/s per rail (S13); "
+                 "efficiency S13's 23 GB/s node injection; alpha S5"), 3 / (900 * _GB), 2,
+            "OLCF Summit: 6 V100 on NVLink 2 (50 GB/s per direction), 2 POWER9, dual-rail "
+            "EDR InfiniBand (S13); no NVLink SHARP", _CALL),
     Cluster("ethernet-400g", inter=replace(_ib(400, "RoCE, S2"), source="400 GbE RoCE per NIC "
                                            "(RDMA: S4's efficiency, S5's alpha)"),
             nics_per_node=8, source="8 H100 (S1) with 8x 400 GbE RoCE NICs", **_H100),
@@ -169,8 +184,9 @@ TREE_CORRECTION = {
 NET_PLUGIN_LATENCY = {"aws-p5-efa": _EFA_PLUGIN}  # S10; NCCL's own InfiniBand plugin: 0
 AMD_HOSTS = frozenset({"dgx-a100-ib200", "aws-p5-efa"})  # S12; the others Intel or Arm
 GPU_GENERATION = {"dgx-a100-ib200": "ampere", "dgx-b200-ib400": "blackwell",
-                  "gb200-nvl72": "blackwell"}  # the others Hopper (H100, H200, H20)
-_LL_MAX_ONE_NODE = {"ampere": 87.7e9, "hopper": 141.0e9, "blackwell": 282.0e9}  # S11
+                  "gb200-nvl72": "blackwell", "summit-v100-edr": "volta"}  # others Hopper
+_LL_MAX_ONE_NODE = {"volta": 39.0e9, "ampere": 87.7e9, "hopper": 141.0e9,
+                    "blackwell": 282.0e9}  # S11
 _LL_MAX_NODES = {False: (39.0e9, 20.4e9), True: (22.5e9, 19.0e9)}  # S11: (2, more) by AMD
 
 
