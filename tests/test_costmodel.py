@@ -235,7 +235,7 @@ def test_cluster_links_for_the_virtual_clock():
 
     c = cluster("dgx-h100-ib400")
     alpha, beta = c.link("inter")
-    assert alpha == pytest.approx(5e-6) and beta == pytest.approx(1 / (50e9 * 47 / 50))
+    assert alpha == pytest.approx(2.7e-6) and beta == pytest.approx(1 / (50e9 * 47 / 50))
     assert c.link("intra")[1] == pytest.approx(1 / 370e9) and c.nics_per_node == 8
     with pytest.raises(ConfigError, match="link class"):
         c.link("pcie")

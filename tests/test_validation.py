@@ -73,7 +73,9 @@ def test_nccl_tuning_model_pieces():
     # a ring of 8 B over 2 A100 nodes (AMD host): every step at least NCCL's 2 us overhead
     a100 = cluster("dgx-a100-ib200")
     t = cluster_time("ring", 16, 8, a100, {"channels": "nics"})
-    assert t == pytest.approx(6.6e-6 + 2 * 14 * 2.0e-6 + 2 * 1 * 5.0e-6, rel=1e-3)
+    assert t == pytest.approx(6.6e-6 + 2 * 14 * 2.0e-6 + 2 * 1 * 2.7e-6, rel=1e-3)
+    # and a ring's network hop is NCCL's ring one (2.7 us), not the tree's 5.0 us
+    assert ib.link("inter")[0] == 2.7e-6
 
 
 def test_summit_profile_is_its_user_guide():

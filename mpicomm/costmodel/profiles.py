@@ -17,8 +17,12 @@ S3  nccl-tests issue #212 (sjeaugey, NCCL maintainer): "With the protocol overhe
 S4  nccl-tests issue #290 (AddyLaddy, NVIDIA): "For NDR @ 400Gbps you should see 46-48GB/s
     per NIC" -> InfiniBand/RoCE efficiency 47/50.
 S5  NCCL src/graph/tuning.cc (recent releases): baseLat Ring/LL 6.6 us (per call); hwLat
-    NVLink Ring/LL 0.6 us (per intra step); NET Tree/LL 5.0 us (per inter step; Ring/LL
-    2.7 us: the larger is taken); NVLS NVLink 25 us (switch reduction).
+    NVLink Ring/LL 0.6 us (per intra step); NET Ring/LL 2.7 us (per inter step: the least
+    a network hop costs in NCCL's model; the tree's 5.0 us and the other protocols' hops
+    are NCCL's own, ``NCCL_PROTOCOLS`` S11); NVLS NVLink 25 us (switch reduction).
+    (Until 2026-12-01 the larger, NET Tree/LL 5.0 us, was taken here, and it floored every
+    NCCL ring's network hop at the tree's: NCCL's model charges a ring 2.7 us. The 2019
+    Summit rings of docs/validation.md showed it; NCCL's constant is what is used.)
 S6  NVIDIA B200: NVLink 5, 1.8 TB/s per GPU -> 900 GB/s one way; HBM3e 8 TB/s.
 S7  DGX A100 datasheet: NVLink 3 600 GB/s per GPU -> 300 GB/s one way; 8x ConnectX-6
     HDR 200 Gb/s (25 GB/s); HBM2e 2.0 TB/s.
@@ -80,7 +84,7 @@ NVLINK_EFF = 370 / 450  # S3
 NVLS_EFF = 275 / 450  # S3
 IB_EFF = 47 / 50  # S4
 ETH_EFF = 0.90  # S8 (calibration)
-_CALL, _NVL_STEP, _IB_STEP, _NVLS_LAT = 6.6e-6, 0.6e-6, 5.0e-6, 25e-6  # S5
+_CALL, _NVL_STEP, _IB_STEP, _NVLS_LAT = 6.6e-6, 0.6e-6, 2.7e-6, 25e-6  # S5
 _ETH_STEP = 60.4e-6  # S8 (calibration)
 _EFA_PLUGIN = 75e-6  # S10: the network plugin's declared latency
 _EFA_STEP = _IB_STEP + _EFA_PLUGIN  # S5 + S10
