@@ -23,6 +23,7 @@ def test_layout_names():
         layout_config(cfg, "fsdp", 4)
 
 
+@pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
 def test_compare_layouts_same_losses_and_memory_columns(tmp_path):
     out = tmp_path / "l.json"
     res = run_mpi(4, ["-m", "mpicomm", "compare", "--layouts", "dp,zero,pp2,tp2,pp4,tp4",

@@ -91,6 +91,7 @@ def _runs(*runs):
     return res.records[0]["runs"]
 
 
+@pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
 def test_pipeline_equals_unsplit_loop_at_4_ranks():
     """float64: P = 4 (one replica) and P = 2 (two replicas, ring across them), both schedules."""
     out = _runs("4:4:gpipe", "4:4:1f1b", "4:8:1f1b", "2:4:gpipe", "2:2:1f1b")

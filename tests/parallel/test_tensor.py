@@ -23,6 +23,7 @@ def test_bytes_formula_by_hand():
     assert tp_bytes_formula((20, 33, 17, 9, 7), 4, 16, 8) == 2 * 3 / 4 * 16 * (17 + 7 + 17) * 8
 
 
+@pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
 @pytest.mark.parametrize("layers", ["20,33,17,9,7", "20,33,17,7"])
 def test_tensor_parallel_equals_unsplit_loop_at_4_ranks(layers):
     """float64: T = 4 (one replica), T = 2 (two replicas, ring across them); odd widths."""

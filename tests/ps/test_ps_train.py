@@ -20,7 +20,7 @@ def _train(nranks, tmp_path, *flags, timeout=240):
     return json.loads(out.read_text())["results"][0], res
 
 
-@pytest.mark.parametrize("servers", [1, 2])
+@pytest.mark.parametrize("servers", [1, pytest.param(2, marks=pytest.mark.slow)])  # 5 ranks
 def test_sync_equals_allreduce(servers):
     """3 workers (+ servers) in sync mode end with the ring loop's parameters, float64."""
     res = run_script(3 + servers, "ps_equal.py", "25", "sync", str(servers), timeout=240)
@@ -82,6 +82,7 @@ def test_verdict_series_and_history_follow_time(tmp_path, mode):
     assert all(np.diff(wall) >= 0), wall  # windows in time order
 
 
+@pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
 def test_async_shared_momentum_rule_and_slowest_worker_note(tmp_path):
     rec, res = _train(4, tmp_path, "--strategy", "ps", "--ps-mode", "async", "--ps-momentum",
                       "shared", "--steps", "30", "--straggler", "2:30")
@@ -91,6 +92,7 @@ def test_async_shared_momentum_rule_and_slowest_worker_note(tmp_path):
     assert "rank 2 is the slowest worker" in res.stdout and "nobody waited" in res.stdout
 
 
+@pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
 def test_sync_pushes_once_and_straggler_named(tmp_path):
     rec, res = _train(4, tmp_path, "--strategy", "ps", "--ps-mode", "sync", "--servers", "1",
                       "--steps", "30", "--straggler", "2:25")
