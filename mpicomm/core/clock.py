@@ -17,7 +17,12 @@ installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
   up to +46% for a matmul loop on 2 loaded cores) only ever adds CPU time, and a
   rank of the modelled cluster has its core to itself, so the least time seen is
   the best estimate of the uncontended cost and the run's times do not move with
-  the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``);
+  the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``).
+  A segment is charged its CPU time less ``read_cost()``, the CPU time one read of
+  the CPU clock takes (a system call of ~0.6 us on a VM: every segment holds one
+  read's worth, the tail of the read that began it and the head of the read that
+  ends it), as Python's ``profile`` subtracts its calibrated ``bias`` per event:
+  the instrument's cost is not the program's;
 - ``enter()`` / ``leave(t)`` bracket an MPI call: the CPU time spent inside it
   (MPICH busy-polls) is not charged, and the timeline moves to ``t`` (the modelled
   arrival of what the call waited for) when that is later;
@@ -36,7 +41,8 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["now", "set_source", "reset", "name", "sleep", "virtual", "VirtualClock"]
+__all__ = ["now", "set_source", "reset", "name", "sleep", "virtual", "VirtualClock",
+           "read_cost"]
 
 _source: Callable[[], float] = time.perf_counter
 _name = "wall"
@@ -90,6 +96,27 @@ def sleep(seconds: float) -> None:
 
 REPEATS = 255  # boundaries in a row at one site told apart (beyond: one key, bounded memory)
 SITE_FRAMES = 5  # call-site frames above a boundary that name it (enough to tell a reducer's steps)
+READ_SAMPLES = 2000  # back-to-back reads of the CPU clock behind ``read_cost`` (~2 ms)
+_read_cost: float | None = None
+
+
+def read_cost() -> float:
+    """CPU seconds one read of ``time.thread_time`` costs: the least CPU time between two
+    back-to-back reads (measured once per process; the least, as a segment's charge is).
+
+    Every compute segment between two boundaries holds exactly one read's worth (the
+    part of the read that began it after its sample, the part of the read that ends it
+    before its sample), which the program without the clock never spends."""
+    global _read_cost
+    if _read_cost is None:
+        read, best = time.thread_time, float("inf")
+        for _ in range(READ_SAMPLES):
+            a = read()
+            b = read()
+            if 0 < b - a < best:
+                best = b - a
+        _read_cost = best if best < float("inf") else 0.0
+    return _read_cost
 
 
 def _site(hint: int, depth: int) -> tuple:
@@ -118,13 +145,17 @@ class _Timeline(threading.local):
 
 class VirtualClock:
     """Per-thread virtual timelines (module docstring). ``scale`` multiplies CPU time;
-    ``least=False`` charges every segment its own CPU time (no per-key minimum)."""
+    ``least=False`` charges every segment its own CPU time (no per-key minimum);
+    ``overhead``: CPU seconds of the clock's own read taken off every segment
+    (default ``read_cost()``)."""
 
-    def __init__(self, scale: float = 1.0, least: bool = True) -> None:
+    def __init__(self, scale: float = 1.0, least: bool = True,
+                 overhead: float | None = None) -> None:
         if not scale > 0:
             raise ValueError(f"compute scale must be > 0, got {scale!r}")
         self.scale = float(scale)
         self.least = least
+        self.overhead = read_cost() if overhead is None else float(overhead)
         self._t = _Timeline()
         self._best: dict[tuple, float] = {}  # segment key -> least CPU seconds seen
 
@@ -136,7 +167,9 @@ class VirtualClock:
         compute; ``now`` reads it again after, so the next segment starts clean too."""
         c = time.thread_time()
         site = _site(hint, 3)
-        spent = c - t.cpu
+        spent = c - t.cpu - self.overhead  # less the read that began it and this one's
+        if spent < 0.0:
+            spent = 0.0
         if self.least:
             t.repeat = min(t.repeat + 1, REPEATS) if site == t.site else 0
             key = (t.site, site, t.repeat)

@@ -155,36 +155,50 @@ class MeasuredLink:
     linear in m between measured sizes and beyond the largest (the last segment's
     slope), t(smallest) below
     them: MPI's protocol switches (eager to rendezvous) and the caches stay in.
-    ``gamma(m)``: seconds per byte of an add right after an exchange (the reduction
-    of an allreduce step), by size, for reductions that run inside MPI.
+    ``exchange`` (the calibration's α_x and β_x(m), when measured): the time t_x(m) of
+    a step in which both ranks send m bytes at once (``Sendrecv``, what a ring's,
+    recursive halving's and recursive doubling's steps do), read the same way. On one
+    host both directions are copies by the two ranks' CPUs through one memory, so an
+    exchange is not two independent one-way messages (here t_x = 1.8 t at 2 KiB: each
+    rank runs MPI's send and receive paths in turn), as ``osu_bibw`` is not 2 ``osu_bw``;
+    without it, t_x = t (full duplex). ``gamma(m)``: seconds per byte of an add right
+    after an exchange (the reduction of an allreduce step), by size, for reductions
+    that run inside MPI.
     """
 
-    def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str) -> None:
+    def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str,
+                 exchange: tuple[float, list[float]] | None = None) -> None:
         self.latency = float(alpha)
         self.sizes = [int(s) for s in sizes]
         self.times = [self.latency + s * b for s, b in zip(self.sizes, beta, strict=True)]
         _, beta_fit = fit_alpha_beta(self.sizes, self.times)
         self.bandwidth = 1.0 / beta_fit if beta_fit > 0 else float("inf")
-        last = (self.times[-1] - self.times[-2]) / (self.sizes[-1] - self.sizes[-2]) \
-            if len(self.sizes) > 1 else float(beta[-1])
-        self._last_beta = max(last, 0.0)  # the last segment's slope: the marginal β
+        self._last_beta = _last_slope(self.sizes, self.times, float(beta[-1]))
+        self.times_x = self.times
+        if exchange is not None and None not in exchange:
+            alpha_x, beta_x = float(exchange[0]), exchange[1]
+            self.times_x = [alpha_x + s * b for s, b in zip(self.sizes, beta_x, strict=True)]
+        self._last_beta_x = _last_slope(self.sizes, self.times_x, self._last_beta)
         self._gamma = ([int(s) for s in gamma_sizes], [float(g) for g in gamma])
         self.text = text
 
     def seconds(self, nbytes: int) -> float:
         """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
-        sizes, times = self.sizes, self.times
-        if nbytes <= sizes[0]:
-            return times[0]
-        if nbytes >= sizes[-1]:
-            return times[-1] + (nbytes - sizes[-1]) * self._last_beta
-        i = bisect.bisect_right(sizes, nbytes)
-        lo, hi = sizes[i - 1], sizes[i]
-        return times[i - 1] + (nbytes - lo) * (times[i] - times[i - 1]) / (hi - lo)
+        return _on_table(self.sizes, self.times, self._last_beta, nbytes)
+
+    def exchange_seconds(self, nbytes: int) -> float:
+        """Time of an exchange step, ``nbytes`` each way: t_x(m), interpolated as t(m)."""
+        return _on_table(self.sizes, self.times_x, self._last_beta_x, nbytes)
 
     def wire(self, nbytes: int) -> float:
         """The part of ``seconds`` after the latency: the time the message holds a queue."""
         w = self.seconds(nbytes) - self.latency
+        return w if w > 0 else 0.0
+
+    def exchange_wire(self, nbytes: int) -> float:
+        """``wire`` of a message sent while its sender also receives (an exchange step):
+        t_x(m) less the one-way latency the receiver adds, so it arrives at t_x(m)."""
+        w = self.exchange_seconds(nbytes) - self.latency
         return w if w > 0 else 0.0
 
     def gamma(self, nbytes: float) -> float:
@@ -194,6 +208,25 @@ class MeasuredLink:
 
     def __str__(self) -> str:
         return self.text
+
+
+def _last_slope(sizes: list[int], times: list[float], single: float) -> float:
+    """The last segment's slope (the marginal β beyond the largest size), at least 0."""
+    if len(sizes) < 2:
+        return max(single, 0.0)
+    return max((times[-1] - times[-2]) / (sizes[-1] - sizes[-2]), 0.0)
+
+
+def _on_table(sizes: list[int], times: list[float], last_beta: float, nbytes: int) -> float:
+    """``times`` at ``nbytes``: linear between measured sizes, the first below them, the
+    last segment's slope beyond them."""
+    if nbytes <= sizes[0]:
+        return times[0]
+    if nbytes >= sizes[-1]:
+        return times[-1] + (nbytes - sizes[-1]) * last_beta
+    i = bisect.bisect_right(sizes, nbytes)
+    lo, hi = sizes[i - 1], sizes[i]
+    return times[i - 1] + (nbytes - lo) * (times[i] - times[i - 1]) / (hi - lo)
 
 
 def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
@@ -208,7 +241,9 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                 params = json.loads(Path(path).read_text())["params"]
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
-                                      sizes, gamma, f"measured {k} link of {path}")
+                                      sizes, gamma, f"measured {k} link of {path}",
+                                      exchange=(params[k].get("alpha_x"),
+                                                params[k].get("beta_x")))
                          for k in ("intra", "inter")]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "

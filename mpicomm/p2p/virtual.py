@@ -77,13 +77,16 @@ class LinkModel:
         spec = self.inter if remote else self.intra
         return spec.latency, (share if remote else 1) / spec.bandwidth
 
-    def wire(self, remote: bool, share: int = 1) -> Any:
+    def wire(self, remote: bool, share: int = 1, exchange: bool = False) -> Any:
         """The seconds an n-byte message holds a queue of its class, as a function of n:
-        n·β, or a measured link's (``--links-from``) time by size less its latency."""
+        n·β, or a measured link's (``--links-from``) time by size less its latency;
+        ``exchange``: of a message sent while its sender also receives on the class (a
+        measured link's exchange time; an interface is full duplex: the same n·β)."""
         spec = self.inter if remote else self.intra
         if isinstance(spec, MeasuredLink):
             k = share if remote else 1
-            return spec.wire if k == 1 else (lambda n: k * spec.wire(n))
+            w = spec.exchange_wire if exchange else spec.wire
+            return w if k == 1 else (lambda n: k * w(n))
         beta = self.alpha_beta(remote, share)[1]
         return lambda n: n * beta
 
@@ -157,23 +160,31 @@ def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float
 
 def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
     """``collective_seconds``'s algorithms on a measured link (``--links-from``): each step's
-    message takes the link's measured time at its size, and reductions (inside MPI) the
-    measured γ: allreduce short ``lg p (t(n) + nγ)``, else recursive halving then doubling
-    ``Σ_k 2 t(n/2^k) + (n/2^k) γ``; reduce the same; bcast without γ; allgather
-    ``Σ_k t(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up)."""
+    message takes the link's measured time at its size — the exchange time t_x where both
+    ranks of a step send at once (recursive doubling and halving, the allgathers), the
+    one-way t where one sends (binomial trees, scatter, gather) — and reductions (inside
+    MPI) the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving
+    then doubling ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else
+    ``Σ_k t_x(n/2^k) + t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else
+    ``Σ_k t(n/2^k) + t_x(n/2^k)``; allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p
+    rounded up)."""
     if p < 2:
         return 0.0
     lg = math.ceil(math.log2(p))
-    t = link.seconds
+    t, tx = link.seconds, link.exchange_seconds
     if kind == "allgather":
-        return sum(t(nbytes << k) for k in range(lg))
+        return sum(tx(nbytes << k) for k in range(lg))
     if kind not in ("allreduce", "reduce", "bcast"):
         raise ValueError(f"unknown collective {kind!r}")
     add = 0.0 if kind == "bcast" else 1.0
+    first = tx if kind == "allreduce" else t  # a short step: an exchange or one way
     if nbytes < SHORT_BYTES:
-        return lg * (t(nbytes) + add * nbytes * link.gamma(nbytes))
+        return lg * (first(nbytes) + add * nbytes * link.gamma(nbytes))
+    # long: a reduce-scatter or scatter, then an allgather or gather, per halving step
+    out = tx if kind != "bcast" else t
+    back = t if kind == "reduce" else tx
     parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
-    return sum(2 * t(int(m)) + add * m * link.gamma(m) for m in parts)
+    return sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
 
 
 class _Msg:
@@ -213,6 +224,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         share = 1 if nics is None else max(1, math.ceil(local / nics))
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
         self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
+        self._wire_x = [self.model.wire(r, share, True) for r in self.remote]  # in an exchange
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
@@ -236,35 +248,40 @@ class VirtualTransport(BlockingByRequests, Transport):
         return self._spare.pop() if self._spare else np.zeros(2, dtype=np.float64)
 
     # ------------------------------------------------------------ the model
-    def _flush(self) -> None:
+    def _flush(self, receiving: tuple[bool, bool] = (False, False)) -> None:
         """Book the sends posted since the last other call (one batch) and post their stamps.
 
         Called when any other call begins (``irecv``, ``waitall``, ``recv_any``,
-        ``collective``), so a stamp always leaves before its sender waits for anything."""
+        ``collective``), so a stamp always leaves before its sender waits for anything.
+        ``receiving`` (per class, from ``waitall``): this rank waits for receives of the
+        class together with these sends — an exchange (``_book``)."""
         sends, self._unbooked = self._unbooked, []
         if sends:
-            self._book(sends)
+            self._book(sends, receiving)
             for m in sends:  # in post order, as the payloads
                 m.reqs.append(self.stamps.Isend(m.stamp, m.peer, m.tag))
 
-    def _book(self, sends: list) -> None:
+    def _book(self, sends: list, receiving: tuple[bool, bool] = (False, False)) -> None:
         """Put a batch of sends (posted one after another) on this rank's send queues.
 
         Per class, the batch starts when the queue is free and its first message was
         posted; its messages share the interface fairly (a NIC interleaves the messages
         posted to it), so with k in flight each moves at 1/k of the rate and the smallest
         ends first: equal messages all end at start + k·m·β. Each stamp carries the
-        message's (start, end): the bytes flow between them."""
+        message's (start, end): the bytes flow between them. When the rank also receives
+        on the class in the same wait (``receiving``: a ``sendrecv``, an exchange step),
+        a message holds the queue for the link's exchange time (``LinkModel.wire``)."""
         for c in (0, 1):
             batch = [m for m in sends if (1 if self.remote[m.peer] else 0) == c]
             if not batch:
                 continue
+            wires = self._wire_x if receiving[c] else self._wire
             free = self._send_free[c]
             first = min(m.t0 for m in batch)
             start = first if first > free else free
             t, prev, k = start, 0.0, len(batch)
             for i, m in enumerate(sorted(batch, key=lambda m: m.nbytes)):
-                wire = self._wire[m.peer](m.nbytes)
+                wire = wires[m.peer](m.nbytes)
                 t += (k - i) * (wire - prev)
                 prev = wire
                 m.stamp[0], m.stamp[1] = start, t
@@ -360,7 +377,9 @@ class VirtualTransport(BlockingByRequests, Transport):
         clk.enter(sum(m.nbytes for m in requests))
         until = 0.0
         try:
-            self._flush()
+            remote = self.remote
+            self._flush((any(not m.send and not remote[m.peer] for m in requests),
+                         any(not m.send and remote[m.peer] for m in requests)))
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):

@@ -28,8 +28,8 @@ def _times(alpha=2e-6, jump_at=8192, jump=3e-6, gbps=10.0):
     return [alpha + m / (gbps * 1e9) + (jump if m >= jump_at else 0.0) for m in SIZES]
 
 
-def _write(path, times, gamma=0.25e-9):
-    link = LinkModel.from_pingpong(SIZES, times, (0, 1))
+def _write(path, times, gamma=0.25e-9, swaps=None):
+    link = LinkModel.from_pingpong(SIZES, times, (0, 1), swaps)
     params = ModelParams(link, link, SIZES, [gamma] * len(SIZES))
     path.write_text(json.dumps({"command": "model", "params": asdict(params)}))
     return link
@@ -107,7 +107,14 @@ t = make_transport(comm, node_map(comm, None))
 out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
 t0 = clock.now()
 t.sendrecv(out, 1 - me, into, 1 - me, 5)
-report(ok=bool(into.all()), exchange=clock.now() - t0)
+t1 = clock.now()
+virtual.barrier(comm)
+t2 = clock.now()
+if me == 0:
+    t.send(out, 1, 6)
+else:
+    t.recv(into, 0, 6)
+report(ok=bool(into.all()), exchange=t1 - t0, one_way=clock.now() - t2)
 """
 
 
@@ -121,6 +128,48 @@ def test_virtual_sendrecv_takes_the_measured_time(tmp_path, nbytes):
     for r in res.records:
         assert r["ok"]
         assert abs(r["exchange"] - want) < 1e-8, (r["rank"], r["exchange"], want)
+        if r["rank"] == 1:
+            assert abs(r["one_way"] - want) < 1e-8, (r["one_way"], want)
+
+
+def _swaps(times):
+    """Exchange times unlike the one-way ones: 1.8x to 4 KiB, 1.5x from 512 KiB (one memory)."""
+    return [t * (1.8 if m <= 4096 else 1.5 if m >= 1 << 19 else 1.2)
+            for m, t in zip(SIZES, times, strict=True)]
+
+
+def test_measured_link_reads_the_exchange_times_when_calibrated(tmp_path):
+    times = _times()
+    _write(tmp_path / "x.json", times, swaps=_swaps(times))
+    link, _ = host_links(str(tmp_path / "x.json"))
+    for m, t, tx in zip(SIZES, times, _swaps(times), strict=True):
+        assert math.isclose(link.seconds(m), t, rel_tol=1e-9), m
+        assert math.isclose(link.exchange_seconds(m), tx, rel_tol=1e-9), m
+        assert link.exchange_wire(m) == pytest.approx(tx - link.latency)
+    _write(tmp_path / "p.json", times)  # no exchange measured: an exchange is two one-ways
+    plain, _ = host_links(str(tmp_path / "p.json"))
+    assert all(plain.exchange_seconds(m) == plain.seconds(m) for m in SIZES)
+    # MPICH's 2-rank allreduce: recursive halving then doubling, both exchanges
+    n = 1 << 20
+    assert measured_collective_seconds("allreduce", n, 2, link) == pytest.approx(
+        2 * link.exchange_seconds(n // 2) + n // 2 * link.gamma(n // 2))
+    assert measured_collective_seconds("allreduce", 512, 2, link) == pytest.approx(
+        link.exchange_seconds(512) + 512 * link.gamma(512))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nbytes", [2048, 1 << 20])
+def test_virtual_sendrecv_takes_the_exchange_time_and_a_send_the_one_way(tmp_path, nbytes):
+    path = tmp_path / "x.json"
+    times = _times()
+    _write(path, times, swaps=_swaps(times))
+    res = run_mpi(2, ["-c", SENDRECV, str(path), str(nbytes)], timeout=60).expect_ok()
+    link, _ = host_links(str(path))
+    for r in res.records:
+        assert r["ok"]
+        assert abs(r["exchange"] - link.exchange_seconds(nbytes)) < 1e-8, (r["rank"], r)
+        if r["rank"] == 1:  # the receiver of a one-way message: t(m)
+            assert abs(r["one_way"] - link.seconds(nbytes)) < 1e-8, r
 
 
 def _params(path):
