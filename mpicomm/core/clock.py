@@ -18,11 +18,10 @@ installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
   rank of the modelled cluster has its core to itself, so the least time seen is
   the best estimate of the uncontended cost and the run's times do not move with
   the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``).
-  A segment is charged its CPU time less ``read_cost()``, the CPU time one read of
-  the CPU clock takes (a system call of ~0.6 us on a VM: every segment holds one
-  read's worth, the tail of the read that began it and the head of the read that
-  ends it), as Python's ``profile`` subtracts its calibrated ``bias`` per event:
-  the instrument's cost is not the program's;
+  A segment is charged its CPU time less ``boundary_cost()``, what the clock itself
+  puts into every segment (one read's worth of the CPU clock, a system call of ~0.6 us
+  on a VM, and the clock's calls around it), as Python's ``profile`` subtracts its
+  calibrated ``bias`` per event: the instrument's cost is not the program's;
 - ``enter()`` / ``leave(t)`` bracket an MPI call: the CPU time spent inside it
   (MPICH busy-polls) is not charged, and the timeline moves to ``t`` (the modelled
   arrival of what the call waited for) when that is later;
@@ -42,7 +41,7 @@ import time
 from collections.abc import Callable
 
 __all__ = ["now", "set_source", "reset", "name", "sleep", "virtual", "VirtualClock",
-           "read_cost"]
+           "boundary_cost"]
 
 _source: Callable[[], float] = time.perf_counter
 _name = "wall"
@@ -96,27 +95,31 @@ def sleep(seconds: float) -> None:
 
 REPEATS = 255  # boundaries in a row at one site told apart (beyond: one key, bounded memory)
 SITE_FRAMES = 5  # call-site frames above a boundary that name it (enough to tell a reducer's steps)
-READ_SAMPLES = 2000  # back-to-back reads of the CPU clock behind ``read_cost`` (~2 ms)
-_read_cost: float | None = None
+BOUNDARY_SAMPLES = 2000  # empty segments behind ``boundary_cost`` (~3 ms)
+_boundary_cost: float | None = None
 
 
-def read_cost() -> float:
-    """CPU seconds one read of ``time.thread_time`` costs: the least CPU time between two
-    back-to-back reads (measured once per process; the least, as a segment's charge is).
+def boundary_cost() -> float:
+    """CPU seconds the clock itself puts into every compute segment: the least CPU time of
+    a segment with nothing in it (two ``now()`` back to back, on a clock that subtracts
+    nothing), measured once per process.
 
-    Every compute segment between two boundaries holds exactly one read's worth (the
-    part of the read that began it after its sample, the part of the read that ends it
-    before its sample), which the program without the clock never spends."""
-    global _read_cost
-    if _read_cost is None:
-        read, best = time.thread_time, float("inf")
-        for _ in range(READ_SAMPLES):
-            a = read()
-            b = read()
-            if 0 < b - a < best:
+    A segment runs from the CPU-clock read that ends one boundary to the read in the next
+    one, so besides the program's code it holds one read's worth of the system call (its
+    tail and the next one's head: ~0.6 us on a VM, where ``CLOCK_THREAD_CPUTIME_ID`` is
+    a real system call) and the clock's calls around it, which the program without the
+    clock never spends (as ``profile`` subtracts its calibrated bias per event)."""
+    global _boundary_cost
+    if _boundary_cost is None:
+        probe, best = VirtualClock(1.0, least=False, overhead=0.0), float("inf")
+        now = probe.now
+        for _ in range(BOUNDARY_SAMPLES):
+            a = now()
+            b = now()
+            if b - a < best:
                 best = b - a
-        _read_cost = best if best < float("inf") else 0.0
-    return _read_cost
+        _boundary_cost = best if best > 0.0 else 0.0
+    return _boundary_cost
 
 
 def _site(hint: int, depth: int) -> tuple:
@@ -146,8 +149,8 @@ class _Timeline(threading.local):
 class VirtualClock:
     """Per-thread virtual timelines (module docstring). ``scale`` multiplies CPU time;
     ``least=False`` charges every segment its own CPU time (no per-key minimum);
-    ``overhead``: CPU seconds of the clock's own read taken off every segment
-    (default ``read_cost()``)."""
+    ``overhead``: CPU seconds of the clock's own taken off every segment (default
+    ``boundary_cost()``)."""
 
     def __init__(self, scale: float = 1.0, least: bool = True,
                  overhead: float | None = None) -> None:
@@ -155,7 +158,7 @@ class VirtualClock:
             raise ValueError(f"compute scale must be > 0, got {scale!r}")
         self.scale = float(scale)
         self.least = least
-        self.overhead = read_cost() if overhead is None else float(overhead)
+        self.overhead = boundary_cost() if overhead is None else float(overhead)
         self._t = _Timeline()
         self._best: dict[tuple, float] = {}  # segment key -> least CPU seconds seen
 
@@ -167,7 +170,7 @@ class VirtualClock:
         compute; ``now`` reads it again after, so the next segment starts clean too."""
         c = time.thread_time()
         site = _site(hint, 3)
-        spent = c - t.cpu - self.overhead  # less the read that began it and this one's
+        spent = c - t.cpu - self.overhead  # less the clock's own share (``boundary_cost``)
         if spent < 0.0:
             spent = 0.0
         if self.least:
