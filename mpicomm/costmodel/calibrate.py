@@ -25,20 +25,65 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
-           "host_links", "HOST", "HOST_PARAMS_PATHS"]
+           "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes"]
+
+CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
     return max(3, int(scale * (300 if m <= 1 << 16 else 60 if m <= 1 << 20 else 12)))
 
 
-def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.0) -> list[float]:
+def cache_bytes() -> int:
+    """This host's last-level cache in bytes (Linux sysfs, the highest level cpu0 sees)."""
+    best = (0, 0)
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit() and level >= best[0]:
+            best = (level, int(digits) * unit)
+    return best[1] or CACHE_BYTES
+
+
+def cold_bytes() -> int:
+    """Bytes a cold measurement marches through per buffer: 4x the last-level cache, so a
+    line comes back only after 4 caches' worth of other data (out of any cache)."""
+    return 4 * cache_bytes()
+
+
+class _March:
+    """Views of a region that move on by their own length each time (``take``): data last
+    touched a region's worth of traffic ago — out of the caches when the region is."""
+
+    def __init__(self, nbytes: int, dtype=np.uint8) -> None:
+        self.buf = np.ones(max(nbytes // np.dtype(dtype).itemsize, 1), dtype=dtype)
+        self.at = 0
+
+    def take(self, n: int) -> np.ndarray:
+        if self.at + n > self.buf.size:
+            self.at = 0
+        view = self.buf[self.at : self.at + n]
+        self.at += n
+        return view
+
+
+def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.0,
+             cold: int = 0) -> list[float]:
     """Half round-trip seconds (median) of ``sizes`` bytes between ranks a and b; collective.
 
-    Other ranks wait. ``scale`` multiplies the repetitions. Returns the times on every rank.
+    Other ranks wait. ``scale`` multiplies the repetitions. ``cold`` > 0: each round trip
+    sends from (and receives into) the next m bytes of a region of ``cold`` + max(sizes)
+    bytes (``_March``), so the data comes from memory, not from a cache. Returns the
+    times on every rank.
     """
     me = comm.Get_rank()
-    buf = np.zeros(max(sizes), dtype=np.uint8)
+    march = _March(cold + max(sizes)) if cold and me in (a, b) else None
+    buf = np.zeros(max(sizes) if march is None else 1, dtype=np.uint8)
     out = np.zeros(len(sizes))
     for k, m in enumerate(sizes):
         view = buf[:m]
@@ -48,6 +93,8 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
         if me in (a, b):
             other = b if me == a else a
             for i in range(-3, iters):  # 3 warm-up round trips
+                if march is not None:
+                    view = march.take(m)
                 t0 = time.perf_counter()
                 if me == a:
                     comm.Send(view, other, 7)
@@ -63,7 +110,7 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
 
 
 def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
-             scale: float = 1.0) -> tuple[list[float], list[float]]:
+             scale: float = 1.0, cold: int = 0) -> tuple[list[float], list[float]]:
     """Time a ring step between ranks a and b: swap m bytes, then add in place; collective.
 
     Two float32 buffers per rank take turns: step i sends one and receives into
@@ -72,12 +119,19 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
     the add write memory the peer has just read (and the caches must hand it
     back). A barrier starts each step, so neither rank waits on the other's add.
 
+    ``cold`` > 0: each step's two buffers are the next m bytes of two regions of
+    ``cold`` + max(sizes) bytes (``_March``): data from memory, as in an allreduce
+    whose buffers do not fit in the caches.
+
     Returns (exchange seconds, add seconds per byte) per size, slowest of the two
     ranks per step, median over steps; on every rank.
     """
     me = comm.Get_rank()
     n_max = max(max(sizes) // 4, 1)
-    bufs = (np.ones(n_max, dtype=np.float32), np.ones(n_max, dtype=np.float32))
+    cold_n = (cold // 4 + n_max) if cold and me in (a, b) else 0
+    marches = (_March(4 * cold_n, np.float32), _March(4 * cold_n, np.float32)) if cold_n else None
+    bufs = (np.ones(n_max if not cold_n else 1, dtype=np.float32),
+            np.ones(n_max if not cold_n else 1, dtype=np.float32))
     swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
     for k, m in enumerate(sizes):
         n = max(m // 4, 1)
@@ -89,6 +143,8 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
                 continue
             peer = b if me == a else a
             send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
+            if marches is not None:
+                send, recv = marches[0].take(n), marches[1].take(n)
             t0 = time.perf_counter()
             comm.Sendrecv(send, peer, 8, recv, peer, 8)
             t1 = time.perf_counter()
@@ -97,7 +153,7 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
                 t[:, i] = (t1 - t0, (time.perf_counter() - t1) / (4 * n))
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         swap[k], add[k] = np.median(t, axis=1)
-        for buf in bufs:  # keep the values small
+        for buf in bufs:  # keep the values small (marching data is added to a few times only)
             buf[:n] = 1.0
     return [float(x) for x in swap], [float(x) for x in add]
 
@@ -163,11 +219,14 @@ class MeasuredLink:
     rank runs MPI's send and receive paths in turn), as ``osu_bibw`` is not 2 ``osu_bw``;
     without it, t_x = t (full duplex). ``gamma(m)``: seconds per byte of an add right
     after an exchange (the reduction of an allreduce step), by size, for reductions
-    that run inside MPI.
+    that run inside MPI. ``cold`` (``LinkModel.cold``, when measured): the same tables
+    with the data out of the caches, for calls whose buffers do not fit in the host's
+    last-level cache (``cache_bytes``); ``queue_seconds(m, exchange, cold)`` reads them.
     """
 
     def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str,
-                 exchange: tuple[float, list[float]] | None = None) -> None:
+                 exchange: tuple[float, list[float]] | None = None,
+                 cold: dict | None = None) -> None:
         self.latency = float(alpha)
         self.sizes = [int(s) for s in sizes]
         self.times = [self.latency + s * b for s, b in zip(self.sizes, beta, strict=True)]
@@ -181,6 +240,10 @@ class MeasuredLink:
         self._last_beta_x = _last_slope(self.sizes, self.times_x, self._last_beta)
         self._gamma = ([int(s) for s in gamma_sizes], [float(g) for g in gamma])
         self.text = text
+        self.cold = None if not cold else MeasuredLink(
+            cold["alpha"], sizes, cold["beta"], gamma_sizes, gamma, f"{text}, cold",
+            exchange=(cold.get("alpha_x"), cold.get("beta_x")))
+        self.cache_bytes = int(cold.get("cache_bytes") or 0) if cold else 0
 
     def seconds(self, nbytes: int) -> float:
         """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
@@ -192,14 +255,20 @@ class MeasuredLink:
 
     def wire(self, nbytes: int) -> float:
         """The part of ``seconds`` after the latency: the time the message holds a queue."""
-        w = self.seconds(nbytes) - self.latency
-        return w if w > 0 else 0.0
+        return self.queue_seconds(nbytes)
 
     def exchange_wire(self, nbytes: int) -> float:
         """``wire`` of a message sent while its sender also receives (an exchange step):
         t_x(m) less the one-way latency the receiver adds, so it arrives at t_x(m)."""
-        w = self.exchange_seconds(nbytes) - self.latency
-        return w if w > 0 else 0.0
+        return self.queue_seconds(nbytes, exchange=True)
+
+    def queue_seconds(self, nbytes: int, exchange: bool = False, cold: bool = False) -> float:
+        """The time an ``nbytes`` message holds a queue: one way or in an ``exchange``, with
+        the data in the caches or (``cold``, when measured) not; less the (warm) latency the
+        receiver adds, so it arrives after the table's time."""
+        link = self.cold if cold and self.cold is not None else self
+        t = link.exchange_seconds(nbytes) if exchange else link.seconds(nbytes)
+        return t - self.latency if t > self.latency else 0.0
 
     def gamma(self, nbytes: float) -> float:
         """Seconds per byte to reduce ``nbytes`` right after receiving them (by size)."""
@@ -243,7 +312,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
                                       sizes, gamma, f"measured {k} link of {path}",
                                       exchange=(params[k].get("alpha_x"),
-                                                params[k].get("beta_x")))
+                                                params[k].get("beta_x")),
+                                      cold=params[k].get("cold"))
                          for k in ("intra", "inter")]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "

@@ -77,16 +77,22 @@ class LinkModel:
         spec = self.inter if remote else self.intra
         return spec.latency, (share if remote else 1) / spec.bandwidth
 
-    def wire(self, remote: bool, share: int = 1, exchange: bool = False) -> Any:
+    def wire(self, remote: bool, share: int = 1, exchange: bool = False,
+             cold: bool = False) -> Any:
         """The seconds an n-byte message holds a queue of its class, as a function of n:
         n·β, or a measured link's (``--links-from``) time by size less its latency;
         ``exchange``: of a message sent while its sender also receives on the class (a
-        measured link's exchange time; an interface is full duplex: the same n·β)."""
+        measured link's exchange time; an interface is full duplex: the same n·β);
+        ``cold``: of a call whose buffers do not fit in the host's last-level cache (a
+        measured link's cold tables, when calibrated; a modelled link: the same n·β)."""
         spec = self.inter if remote else self.intra
         if isinstance(spec, MeasuredLink):
             k = share if remote else 1
-            w = spec.exchange_wire if exchange else spec.wire
-            return w if k == 1 else (lambda n: k * w(n))
+
+            def w(n: int) -> float:
+                return k * spec.queue_seconds(n, exchange, cold)
+
+            return w
         beta = self.alpha_beta(remote, share)[1]
         return lambda n: n * beta
 
@@ -224,7 +230,10 @@ class VirtualTransport(BlockingByRequests, Transport):
         share = 1 if nics is None else max(1, math.ceil(local / nics))
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
         self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
-        self._wire_x = [self.model.wire(r, share, True) for r in self.remote]  # in an exchange
+        # (exchange, cold) -> per peer: n -> queue seconds (``_book``)
+        self._wires = {(x, c): [self.model.wire(r, share, x, c) for r in self.remote]
+                       for x in (False, True) for c in (False, True)}
+        self._cache = _host_cache(comm, self.model)  # bytes of this host's caches, 0: no model
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
@@ -246,6 +255,12 @@ class VirtualTransport(BlockingByRequests, Transport):
 
     def _stamp(self) -> np.ndarray:
         return self._spare.pop() if self._spare else np.zeros(2, dtype=np.float64)
+
+    def _cold(self) -> bool:
+        """Whether the current call's data comes from memory: the buffers of the call
+        (``footprint`` bytes a rank, set by the reducer) on all of this host's ranks fill
+        its last-level cache. Only a measured link with cold tables tells (``_host_cache``)."""
+        return 0 < self._cache <= self.footprint
 
     # ------------------------------------------------------------ the model
     def _flush(self, receiving: tuple[bool, bool] = (False, False)) -> None:
@@ -275,7 +290,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             batch = [m for m in sends if (1 if self.remote[m.peer] else 0) == c]
             if not batch:
                 continue
-            wires = self._wire_x if receiving[c] else self._wire
+            wires = self._wires[receiving[c], self._cold()]
             free = self._send_free[c]
             first = min(m.t0 for m in batch)
             start = first if first > free else free
@@ -448,12 +463,32 @@ class VirtualTransport(BlockingByRequests, Transport):
             spec = self.model.inter if remote else self.model.intra
             p = comm.Get_size()
             if isinstance(spec, MeasuredLink):
+                if self._cold() and spec.cold is not None:
+                    spec = spec.cold
                 took = measured_collective_seconds(kind, nbytes, p, spec)
             else:
                 took = collective_seconds(kind, nbytes, p, *self.model.alpha_beta(remote))
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
+
+
+def _host_cache(comm: MPI.Comm, model: LinkModel) -> int:
+    """The footprint (bytes a rank) from which a call's data is out of this host's caches:
+    the last-level cache a measured link's cold tables went past, shared by the ranks of
+    ``comm`` on this host; 0 when no link class has cold tables. Collective over ``comm``.
+
+    A call whose buffers on all the host's ranks fill the cache streams them from memory:
+    a cyclic sweep over more than an LRU cache holds misses every line, and the cache also
+    holds the code, MPI's shared-memory cells and the scratch."""
+    cache = max((spec.cache_bytes for spec in (model.intra, model.inter)
+                 if isinstance(spec, MeasuredLink) and spec.cold is not None), default=0)
+    if not cache:
+        return 0
+    host = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks = host.Get_size()
+    host.Free()
+    return max(cache // ranks, 1)
 
 
 def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) -> str:

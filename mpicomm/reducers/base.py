@@ -233,9 +233,11 @@ class Reducer:
             raise self._concurrent() from None
         ch = self.stall_channel  # the stall inspector's inline protocol
         log = ch.enter_t if ch is not None and ch.on else None
-        if log is not None:
-            if now is not _WALL:  # the watchdog measures wall time (``Channel.begin``)
+        if now is not _WALL:  # the virtual clock: the call's buffer (its cache model)
+            self.p2p.footprint = buf.nbytes
+            if log is not None:  # the watchdog measures wall time (``Channel.begin``)
                 ch._wall_t = _WALL()
+        if log is not None:
             log.append(t0)
         try:
             plan(buf)
@@ -297,6 +299,7 @@ class Reducer:
         if opcode is None:
             raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
         flat = buf if buf.ndim == 1 else flat_view(buf)
+        self.p2p.footprint = flat.nbytes  # the virtual clock's cache model
         layout = (flat.size, code, opcode)
         if self._validate or layout not in self._checked:
             self._check_agreement(layout)

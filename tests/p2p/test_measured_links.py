@@ -28,8 +28,9 @@ def _times(alpha=2e-6, jump_at=8192, jump=3e-6, gbps=10.0):
     return [alpha + m / (gbps * 1e9) + (jump if m >= jump_at else 0.0) for m in SIZES]
 
 
-def _write(path, times, gamma=0.25e-9, swaps=None):
+def _write(path, times, gamma=0.25e-9, swaps=None, cold=None):
     link = LinkModel.from_pingpong(SIZES, times, (0, 1), swaps)
+    link.cold = cold
     params = ModelParams(link, link, SIZES, [gamma] * len(SIZES))
     path.write_text(json.dumps({"command": "model", "params": asdict(params)}))
     return link
@@ -105,6 +106,7 @@ nbytes = int(sys.argv[2])
 virtual.install(1e-9, links_from=sys.argv[1])
 t = make_transport(comm, node_map(comm, None))
 out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+t.footprint = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # a call's buffers (bytes a rank)
 t0 = clock.now()
 t.sendrecv(out, 1 - me, into, 1 - me, 5)
 t1 = clock.now()
@@ -175,3 +177,48 @@ def test_virtual_sendrecv_takes_the_exchange_time_and_a_send_the_one_way(tmp_pat
 def _params(path):
     d = json.loads(path.read_text())["params"]
     return d["intra"]["alpha"], d["intra"]["sizes"], d["intra"]["beta"], SIZES, np.zeros(len(SIZES))
+
+
+CACHE = 1 << 20  # the cold tables' last-level cache: 512 KiB a rank at 2 ranks on one host
+
+
+def _cold(times):
+    """Cold tables: 2x the warm one-way times and 3x the exchange ones (data from memory)."""
+    split = LinkModel.from_pingpong(SIZES, [2 * t for t in times], (0, 1),
+                                    [3 * t for t in _swaps(times)])
+    return {"alpha": split.alpha, "beta": split.beta, "alpha_x": split.alpha_x,
+            "beta_x": split.beta_x, "cache_bytes": CACHE}
+
+
+def test_measured_link_reads_the_cold_tables(tmp_path):
+    times = _times()
+    _write(tmp_path / "c.json", times, swaps=_swaps(times), cold=_cold(times))
+    link, _ = host_links(str(tmp_path / "c.json"))
+    assert link.cache_bytes == CACHE
+    for m, t, tx in zip(SIZES, times, _swaps(times), strict=True):
+        assert link.queue_seconds(m) == pytest.approx(t - link.latency)
+        assert link.queue_seconds(m, cold=True) == pytest.approx(2 * t - link.latency)
+        assert link.queue_seconds(m, True, True) == pytest.approx(3 * tx - link.latency)
+    _write(tmp_path / "w.json", times, swaps=_swaps(times))  # none measured: warm alone
+    warm, _ = host_links(str(tmp_path / "w.json"))
+    assert warm.cold is None and warm.queue_seconds(4096, True, True) == warm.exchange_wire(4096)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("footprint", [0, CACHE // 2 - 1, CACHE // 2, 4 * CACHE])
+def test_a_call_whose_buffers_fill_the_cache_is_charged_the_cold_tables(tmp_path, footprint):
+    """2 ranks share the host's cache: a call of CACHE/2 bytes a rank or more is cold."""
+    path = tmp_path / "c.json"
+    times = _times()
+    _write(path, times, swaps=_swaps(times), cold=_cold(times))
+    nbytes = 1 << 16
+    res = run_mpi(2, ["-c", SENDRECV, str(path), str(nbytes), str(footprint)],
+                  timeout=60).expect_ok()
+    link, _ = host_links(str(path))
+    cold = footprint >= CACHE // 2
+    want_x = (link.cold if cold else link).exchange_seconds(nbytes)
+    want = link.latency + link.queue_seconds(nbytes, cold=cold)
+    for r in res.records:
+        assert abs(r["exchange"] - want_x) < 1e-8, (r["rank"], r, want_x)
+        if r["rank"] == 1:
+            assert abs(r["one_way"] - want) < 1e-8, (r, want)

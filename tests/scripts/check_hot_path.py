@@ -172,4 +172,11 @@ if p > 1:
 # ring's sends through the virtual transport, which times and counts every message
 for strategy in ("native", "ring"):
     same_as_checked(strategy, clock="virtual")
+    # the call's buffer reaches the transport (the virtual clock's cache model), both paths
+    r = mpicomm.make_reducer(strategy, clock="virtual")
+    for n in (300, 300, 50):  # checked, planned, checked
+        r.allreduce(np.ones(n))
+        if r.p2p.footprint != 8 * n:
+            problems.append(f"{strategy}: transport footprint {r.p2p.footprint}, want {8 * n}")
+    r.close()
 report(ok=not problems, error="; ".join(problems) or None)
