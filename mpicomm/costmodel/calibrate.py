@@ -25,9 +25,13 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
-           "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes"]
+           "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes",
+           "fresh_seconds", "MMAP_MAX"]
 
 CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
+# glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): a malloc
+# above it is a fresh mapping every time, its pages faulted in on first touch
+MMAP_MAX = 32 << 20
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
@@ -181,6 +185,26 @@ def measure_gamma(comm: MPI.Comm, sizes: list[int], scale: float = 1.0) -> list[
     return [float(v) for v in out]
 
 
+def fresh_seconds(comm: MPI.Comm, nbytes: int = 2 * MMAP_MAX, repeats: int = 3) -> float:
+    """Seconds per byte that writing freshly mapped memory costs beyond writing mapped memory
+    (the page faults); collective: all ranks at once, the slowest rank's least of
+    ``repeats`` (a ``malloc`` above ``MMAP_MAX`` is a fresh mapping each time)."""
+    best = float("inf")
+    for _ in range(repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        fresh = np.empty(nbytes, dtype=np.uint8)
+        fresh.fill(1)
+        t1 = time.perf_counter()
+        fresh.fill(2)
+        t2 = time.perf_counter()
+        del fresh
+        best = min(best, ((t1 - t0) - (t2 - t1)) / nbytes)
+    out = np.array([max(best, 0.0)])
+    comm.Allreduce(MPI.IN_PLACE, out, MPI.MAX)
+    return float(out[0])
+
+
 def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20, 4 << 20),
                  scale: float = 0.3) -> ModelParams:
     """A few-millisecond calibration for ``auto``: ranks 0 and p-1, ping-pong and exchange."""
@@ -219,14 +243,16 @@ class MeasuredLink:
     rank runs MPI's send and receive paths in turn), as ``osu_bibw`` is not 2 ``osu_bw``;
     without it, t_x = t (full duplex). ``gamma(m)``: seconds per byte of an add right
     after an exchange (the reduction of an allreduce step), by size, for reductions
-    that run inside MPI. ``cold`` (``LinkModel.cold``, when measured): the same tables
+    that run inside MPI. ``fresh``: seconds per byte of writing freshly mapped memory
+    (page faults, ``fresh_seconds``), for MPI's temporaries above ``MMAP_MAX``.
+    ``cold`` (``LinkModel.cold``, when measured): the same tables
     with the data out of the caches, for calls whose buffers do not fit in the host's
     last-level cache (``cache_bytes``); ``queue_seconds(m, exchange, cold)`` reads them.
     """
 
     def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str,
                  exchange: tuple[float, list[float]] | None = None,
-                 cold: dict | None = None) -> None:
+                 cold: dict | None = None, fresh: float = 0.0) -> None:
         self.latency = float(alpha)
         self.sizes = [int(s) for s in sizes]
         self.times = [self.latency + s * b for s, b in zip(self.sizes, beta, strict=True)]
@@ -244,6 +270,9 @@ class MeasuredLink:
             cold["alpha"], sizes, cold["beta"], gamma_sizes, gamma, f"{text}, cold",
             exchange=(cold.get("alpha_x"), cold.get("beta_x")))
         self.cache_bytes = int(cold.get("cache_bytes") or 0) if cold else 0
+        self.fresh = float(fresh or 0.0)
+        if self.cold is not None:
+            self.cold.fresh = self.fresh
 
     def seconds(self, nbytes: int) -> float:
         """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
@@ -313,7 +342,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                                       sizes, gamma, f"measured {k} link of {path}",
                                       exchange=(params[k].get("alpha_x"),
                                                 params[k].get("beta_x")),
-                                      cold=params[k].get("cold"))
+                                      cold=params[k].get("cold"),
+                                      fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "

@@ -5,7 +5,14 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from mpicomm.core.topology import Topology
-from mpicomm.costmodel.calibrate import cache_bytes, cold_bytes, exchange, measure_gamma, pingpong
+from mpicomm.costmodel.calibrate import (
+    cache_bytes,
+    cold_bytes,
+    exchange,
+    fresh_seconds,
+    measure_gamma,
+    pingpong,
+)
 from mpicomm.costmodel.formulas import LinkModel, ModelParams
 
 __all__ = ["measure"]
@@ -20,7 +27,9 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     4. 1. and 2. again with the data out of the caches (``cold``: each message's bytes
        march through a region 4x the last-level cache) -> ``LinkModel.cold``: what a
        message costs when the buffers of a call do not fit in the cache (the virtual
-       clock's ``--links-from``).
+       clock's ``--links-from``);
+    5. the cost of writing freshly mapped memory (page faults: ``fresh_s_per_byte`` in
+       ``extra``), which MPI's temporaries above glibc's mmap threshold pay on every call.
     """
     topo = Topology(comm, ranks_per_node=ranks_per_node)
     sizes = [1 << k for k in range(3, max(max_bytes, 8).bit_length())]
@@ -44,6 +53,7 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     gamma = gammas.get(flat, gamma_local)
     params = ModelParams(intra, inter, sizes, gamma, topo.num_nodes, max(topo.node_sizes),
                          gamma_local=gamma_local)
+    params.extra["fresh_s_per_byte"] = fresh_seconds(comm)
     topo.free()
     return params
 

@@ -45,7 +45,7 @@ from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
-from mpicomm.costmodel.calibrate import MeasuredLink, host_links
+from mpicomm.costmodel.calibrate import MMAP_MAX, MeasuredLink, host_links
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
@@ -173,7 +173,8 @@ def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLi
     then doubling ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else
     ``Σ_k t_x(n/2^k) + t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else
     ``Σ_k t(n/2^k) + t_x(n/2^k)``; allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p
-    rounded up)."""
+    rounded up); long allreduce and reduce above glibc's mmap threshold also fault in MPICH's
+    temporary (``_temporary``)."""
     if p < 2:
         return 0.0
     lg = math.ceil(math.log2(p))
@@ -190,7 +191,18 @@ def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLi
     out = tx if kind != "bcast" else t
     back = t if kind == "reduce" else tx
     parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
-    return sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
+    steps = sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
+    return steps + _temporary(kind, nbytes, link)
+
+
+def _temporary(kind: str, nbytes: int, link: MeasuredLink) -> float:
+    """MPICH's reduce-scatter based allreduce and reduce take a temporary of the message's
+    size per call (``MPIR_CHKLMEM_MALLOC``); above glibc's largest mmap threshold
+    (``calibrate.MMAP_MAX``) it is a fresh mapping every time, its pages faulted in as the
+    algorithm first writes them: the calibrated cost per byte of fresh memory."""
+    if kind in ("allreduce", "reduce") and nbytes > MMAP_MAX:
+        return nbytes * link.fresh
+    return 0.0
 
 
 class _Msg:

@@ -222,3 +222,23 @@ def test_a_call_whose_buffers_fill_the_cache_is_charged_the_cold_tables(tmp_path
         assert abs(r["exchange"] - want_x) < 1e-8, (r["rank"], r, want_x)
         if r["rank"] == 1:
             assert abs(r["one_way"] - want) < 1e-8, (r, want)
+
+
+def test_mpichs_temporary_above_the_mmap_threshold_pays_its_page_faults(tmp_path):
+    """Native at 64 MiB: MPICH mallocs a 64 MiB temporary per call, a fresh mapping each time
+    above glibc's 32 MiB threshold, and faults its pages in; below it the heap reuses one."""
+    times = _times()
+    fresh = 0.3e-9  # s/byte: ~1.2 us a 4 KiB page
+    path = tmp_path / "f.json"
+    _write(path, times)
+    doc = json.loads(path.read_text())
+    doc["params"]["extra"] = {"fresh_s_per_byte": fresh}
+    path.write_text(json.dumps(doc))
+    link, _ = host_links(str(path))
+    assert link.fresh == fresh
+    plain = MeasuredLink(link.latency, link.sizes, LinkModel.split(SIZES, times)[1], SIZES,
+                         [0.25e-9] * len(SIZES), "no faults")
+    for n, faults in ((32 << 20, 0.0), (64 << 20, (64 << 20) * fresh)):
+        for kind, extra in (("allreduce", faults), ("reduce", faults), ("bcast", 0.0)):
+            assert measured_collective_seconds(kind, n, 2, link) == pytest.approx(
+                measured_collective_seconds(kind, n, 2, plain) + extra), (kind, n)
