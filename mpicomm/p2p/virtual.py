@@ -241,7 +241,6 @@ class VirtualTransport(BlockingByRequests, Transport):
         nics = self.model.nics_per_node
         share = 1 if nics is None else max(1, math.ceil(local / nics))
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
-        self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
         # (exchange, cold) -> per peer: n -> queue seconds (``_book``)
         self._wires = {(x, c): [self.model.wire(r, share, x, c) for r in self.remote]
                        for x in (False, True) for c in (False, True)}
@@ -315,10 +314,13 @@ class VirtualTransport(BlockingByRequests, Transport):
                 m.done_at = t
             self._send_free[c] = t
 
-    def _arrive(self, start: float, end: float, nbytes: int, source: int) -> float:
+    def _arrive(self, start: float, end: float, nbytes: int, source: int,
+                exchange: bool = False) -> float:
         """Arrival of a message whose bytes left between ``start`` and ``end`` at this rank's
         receive queue of its class: α after its last byte left, and no sooner than the queue
-        can take its bytes (messages queue at a receiver: incast).
+        can take its bytes (messages queue at a receiver: incast). ``exchange``: this rank
+        sends on the class in the same wait, so the message holds the queue for the time its
+        sender booked it (``_book``: the same tables by symmetry).
 
         The queue is a list of busy intervals: a message takes the first gap of n·β from
         start + α on, so one that started earlier is not queued behind one the program
@@ -328,7 +330,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         PS's later pushes fill the time its earlier ones had taken, 219 ms instead of 268)."""
         c = 1 if self.remote[source] else 0
         alpha = self._ab[source][0]
-        wire = self._wire[source](nbytes)
+        wire = self._wires[exchange, self._cold()][source](nbytes)
         t = start + alpha
         floor = self._recv_floor[c]
         t = floor if floor > t else t
@@ -407,10 +409,13 @@ class VirtualTransport(BlockingByRequests, Transport):
             remote = self.remote
             self._flush((any(not m.send and not remote[m.peer] for m in requests),
                          any(not m.send and remote[m.peer] for m in requests)))
+            sending = (any(m.send and not remote[m.peer] for m in requests),
+                       any(m.send and remote[m.peer] for m in requests))
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
-                m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer)
+                m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer,
+                                         sending[1 if remote[m.peer] else 0])
             for m in requests:
                 until = m.done_at if m.done_at > until else until
                 self._spare.append(m.stamp)
