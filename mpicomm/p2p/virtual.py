@@ -16,7 +16,12 @@ class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
 2. receive: arrival = max(end + α, q + n·β), q the first gap of n·β in the
    receive queue of c (a list of busy intervals) from start + α on, so a
    server's incast queues at its receive side: p messages of n bytes sent at
-   once arrive n·β apart, the last at α + p·n·β (linear in p).
+   once arrive n·β apart, the last at α + p·n·β (linear in p). On this host's
+   measured links (``--links-from``) a message of ``RENDEZVOUS_BYTES`` or more
+   starts no sooner than its receive is posted (MPICH's single-copy protocol),
+   and one sent while its sender also receives (an exchange) or in a call whose
+   buffers fill the last-level cache takes the calibration's exchange or cold
+   tables (``MeasuredLink``).
 3. ``waitall``: the thread's clock moves to the latest arrival (receives) or
    end (sends) of the batch; CPU time spent waiting is not charged.
 
@@ -35,6 +40,7 @@ See docs/virtual_clock.md.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,6 +63,7 @@ DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
 DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
+RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
 @dataclass(frozen=True)
@@ -245,6 +252,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._wires = {(x, c): [self.model.wire(r, share, x, c) for r in self.remote]
                        for x in (False, True) for c in (False, True)}
         self._cache = _host_cache(comm, self.model)  # bytes of this host's caches, 0: no model
+        self._rendezvous = [_rendezvous(self.model.intra), _rendezvous(self.model.inter)]
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
@@ -315,12 +323,14 @@ class VirtualTransport(BlockingByRequests, Transport):
             self._send_free[c] = t
 
     def _arrive(self, start: float, end: float, nbytes: int, source: int,
-                exchange: bool = False) -> float:
+                exchange: bool = False, posted: float = 0.0) -> float:
         """Arrival of a message whose bytes left between ``start`` and ``end`` at this rank's
         receive queue of its class: α after its last byte left, and no sooner than the queue
         can take its bytes (messages queue at a receiver: incast). ``exchange``: this rank
         sends on the class in the same wait, so the message holds the queue for the time its
-        sender booked it (``_book``: the same tables by symmetry).
+        sender booked it (``_book``: the same tables by symmetry). ``posted``: when this rank
+        posted the receive; a message of the host's MPI at or above ``RENDEZVOUS_BYTES``
+        (measured links only) moves no sooner (rendezvous: ``_rendezvous``).
 
         The queue is a list of busy intervals: a message takes the first gap of n·β from
         start + α on, so one that started earlier is not queued behind one the program
@@ -331,6 +341,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         c = 1 if self.remote[source] else 0
         alpha = self._ab[source][0]
         wire = self._wires[exchange, self._cold()][source](nbytes)
+        if posted > start and nbytes >= self._rendezvous[c]:  # the bytes wait for the receive
+            start, end = posted, end + (posted - start)
         t = start + alpha
         floor = self._recv_floor[c]
         t = floor if floor > t else t
@@ -415,7 +427,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
                 m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer,
-                                         sending[1 if remote[m.peer] else 0])
+                                         sending[1 if remote[m.peer] else 0], m.t0)
             for m in requests:
                 until = m.done_at if m.done_at > until else until
                 self._spare.append(m.stamp)
@@ -488,6 +500,17 @@ class VirtualTransport(BlockingByRequests, Transport):
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
+
+
+def _rendezvous(spec: Any) -> float:
+    """Bytes from which a message of this link class moves only once its receive is posted:
+    ``RENDEZVOUS_BYTES`` on a measured link (the host's MPI: MPICH's single-copy protocol,
+    in which the receiver copies the message out of the sender's memory, from
+    ``MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD`` = 8 KiB, where the calibration's one-way time
+    jumps), never on a modelled link (its messages are taken as eager, as before)."""
+    if isinstance(spec, MeasuredLink):
+        return float(os.environ.get("MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD", RENDEZVOUS_BYTES))
+    return math.inf
 
 
 def _host_cache(comm: MPI.Comm, model: LinkModel) -> int:

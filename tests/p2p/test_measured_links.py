@@ -243,3 +243,44 @@ def test_mpichs_temporary_above_the_mmap_threshold_pays_its_page_faults(tmp_path
         for kind, extra in (("allreduce", faults), ("reduce", faults), ("bcast", 0.0)):
             assert measured_collective_seconds(kind, n, 2, link) == pytest.approx(
                 measured_collective_seconds(kind, n, 2, plain) + extra), (kind, n)
+
+
+LATE = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+nbytes = int(sys.argv[2])
+clk = virtual.install(1e-9, links_from=sys.argv[1])
+t = make_transport(comm, node_map(comm, None))
+buf = np.ones(nbytes, np.uint8)
+virtual.barrier(comm)
+t0 = clock.now()
+if me == 0:
+    t.send(buf, 1, 3)
+else:
+    clk.charge(1e-3)  # the receive is posted 1 ms late
+    t.recv(buf, 0, 3)
+report(ok=True, took=clock.now() - t0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nbytes", [4096, 65536])
+def test_a_rendezvous_message_waits_for_its_receive(tmp_path, nbytes):
+    """The host's MPI moves a message of >= 8 KiB (MPICH's single-copy threshold) only once
+    the receive is posted: 1 ms + t(m) for the late receiver; a smaller one was sent eagerly
+    and is there when the receive is posted (1 ms)."""
+    path = tmp_path / "m.json"
+    _write(path, _times())
+    link, _ = host_links(str(path))
+    res = run_mpi(2, ["-c", LATE, str(path), str(nbytes)], timeout=60).expect_ok()
+    took = {r["rank"]: r["took"] for r in res.records}
+    want = 1e-3 + (link.seconds(nbytes) if nbytes >= 8192 else 0.0)
+    assert abs(took[1] - want) < 1e-8, (took, want)
