@@ -123,7 +123,9 @@ def test_fusion_and_overlap_outcomes_of_coursework_exercise_5(tmp_path):
     unfused, fused = (_train(tmp_path, 2, *tiny, "--bucket-mb", b) for b in ("0", "25"))
     assert unfused["bytes_per_step"] == fused["bytes_per_step"]
     assert (unfused["allreduce_calls_per_step"], fused["allreduce_calls_per_step"]) == (98, 1)
-    assert unfused["step_time_mean_s"] > 1.5 * fused["step_time_mean_s"]
+    # medians: a segment's first occurrences are charged as measured, so on a loaded host the
+    # first steps of a 30-step run can double the fused run's mean (1.83 ms against 1.16)
+    assert unfused["step_time_median_s"] > 1.5 * fused["step_time_median_s"]
     link = ("--layers", "256,512x8,10", "--bucket-mb", "1", "--ranks-per-node", "1",
             "--inter-link", "50us,0.5GB/s")
     on, off = (_train(tmp_path, 2, *link, o) for o in ("--overlap", "--no-overlap"))
