@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,8 @@ def main() -> int:
                     help="a recorded 2-rank wall-clock `bench --json` (a quiet host's) instead of "
                          "running one now, e.g. experiments/results/bench_2ranks.json with "
                          "--no-calibrate --params experiments/results/model_2ranks.json")
+    ap.add_argument("--save-wall", default=None, metavar="FILE",
+                    help="keep this run's wall-clock `bench --json` (for a later --wall-json)")
     args = ap.parse_args()
     print(f"# load before: {load()} (2 cores; meaningful below ~1.3)", flush=True)
     if args.calibrate:
@@ -106,6 +109,8 @@ def main() -> int:
         wall = bench(["--clock", "wall"], args, t / "wall.json") if not args.wall_json else {
             (r["strategy"], r["bytes"]): r["time_us"]
             for r in json.loads(Path(args.wall_json).read_text())["results"]}
+        if args.save_wall and not args.wall_json:
+            shutil.copyfile(t / "wall.json", args.save_wall)
         virt = bench(virtual, args, t / "virtual.json")
         steps = [(s, train(s, ["--clock", "wall"], args, t / "tw.json"),
                   train(s, virtual, args, t / "tv.json"))

@@ -17,7 +17,11 @@ installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
   up to +46% for a matmul loop on 2 loaded cores) only ever adds CPU time, and a
   rank of the modelled cluster has its core to itself, so the least time seen is
   the best estimate of the uncontended cost and the run's times do not move with
-  the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``);
+  the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``).
+  A segment is charged its CPU time less ``boundary_cost()``, what the clock itself
+  puts into every segment (one read's worth of the CPU clock, a system call of ~0.6 us
+  on a VM, and the clock's calls around it), as Python's ``profile`` subtracts its
+  calibrated ``bias`` per event: the instrument's cost is not the program's;
 - ``enter()`` / ``leave(t)`` bracket an MPI call: the CPU time spent inside it
   (MPICH busy-polls) is not charged, and the timeline moves to ``t`` (the modelled
   arrival of what the call waited for) when that is later;
@@ -36,7 +40,8 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["now", "set_source", "reset", "name", "sleep", "virtual", "VirtualClock"]
+__all__ = ["now", "set_source", "reset", "name", "sleep", "virtual", "VirtualClock",
+           "boundary_cost"]
 
 _source: Callable[[], float] = time.perf_counter
 _name = "wall"
@@ -90,6 +95,31 @@ def sleep(seconds: float) -> None:
 
 REPEATS = 255  # boundaries in a row at one site told apart (beyond: one key, bounded memory)
 SITE_FRAMES = 5  # call-site frames above a boundary that name it (enough to tell a reducer's steps)
+BOUNDARY_SAMPLES = 2000  # empty segments behind ``boundary_cost`` (~3 ms)
+_boundary_cost: float | None = None
+
+
+def boundary_cost() -> float:
+    """CPU seconds the clock itself puts into every compute segment: the least CPU time of
+    a segment with nothing in it (two ``now()`` back to back, on a clock that subtracts
+    nothing), measured once per process.
+
+    A segment runs from the CPU-clock read that ends one boundary to the read in the next
+    one, so besides the program's code it holds one read's worth of the system call (its
+    tail and the next one's head: ~0.6 us on a VM, where ``CLOCK_THREAD_CPUTIME_ID`` is
+    a real system call) and the clock's calls around it, which the program without the
+    clock never spends (as ``profile`` subtracts its calibrated bias per event)."""
+    global _boundary_cost
+    if _boundary_cost is None:
+        probe, best = VirtualClock(1.0, least=False, overhead=0.0), float("inf")
+        now = probe.now
+        for _ in range(BOUNDARY_SAMPLES):
+            a = now()
+            b = now()
+            if b - a < best:
+                best = b - a
+        _boundary_cost = best if best > 0.0 else 0.0
+    return _boundary_cost
 
 
 def _site(hint: int, depth: int) -> tuple:
@@ -118,13 +148,17 @@ class _Timeline(threading.local):
 
 class VirtualClock:
     """Per-thread virtual timelines (module docstring). ``scale`` multiplies CPU time;
-    ``least=False`` charges every segment its own CPU time (no per-key minimum)."""
+    ``least=False`` charges every segment its own CPU time (no per-key minimum);
+    ``overhead``: CPU seconds of the clock's own taken off every segment (default
+    ``boundary_cost()``)."""
 
-    def __init__(self, scale: float = 1.0, least: bool = True) -> None:
+    def __init__(self, scale: float = 1.0, least: bool = True,
+                 overhead: float | None = None) -> None:
         if not scale > 0:
             raise ValueError(f"compute scale must be > 0, got {scale!r}")
         self.scale = float(scale)
         self.least = least
+        self.overhead = boundary_cost() if overhead is None else float(overhead)
         self._t = _Timeline()
         self._best: dict[tuple, float] = {}  # segment key -> least CPU seconds seen
 
@@ -136,7 +170,9 @@ class VirtualClock:
         compute; ``now`` reads it again after, so the next segment starts clean too."""
         c = time.thread_time()
         site = _site(hint, 3)
-        spent = c - t.cpu
+        spent = c - t.cpu - self.overhead  # less the clock's own share (``boundary_cost``)
+        if spent < 0.0:
+            spent = 0.0
         if self.least:
             t.repeat = min(t.repeat + 1, REPEATS) if site == t.site else 0
             key = (t.site, site, t.repeat)

@@ -25,20 +25,69 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
-           "host_links", "HOST", "HOST_PARAMS_PATHS"]
+           "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes",
+           "fresh_seconds", "MMAP_MAX"]
+
+CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
+# glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): a malloc
+# above it is a fresh mapping every time, its pages faulted in on first touch
+MMAP_MAX = 32 << 20
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
     return max(3, int(scale * (300 if m <= 1 << 16 else 60 if m <= 1 << 20 else 12)))
 
 
-def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.0) -> list[float]:
+def cache_bytes() -> int:
+    """This host's last-level cache in bytes (Linux sysfs, the highest level cpu0 sees)."""
+    best = (0, 0)
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit() and level >= best[0]:
+            best = (level, int(digits) * unit)
+    return best[1] or CACHE_BYTES
+
+
+def cold_bytes() -> int:
+    """Bytes a cold measurement marches through per buffer: 4x the last-level cache, so a
+    line comes back only after 4 caches' worth of other data (out of any cache)."""
+    return 4 * cache_bytes()
+
+
+class _March:
+    """Views of a region that move on by their own length each time (``take``): data last
+    touched a region's worth of traffic ago — out of the caches when the region is."""
+
+    def __init__(self, nbytes: int, dtype=np.uint8) -> None:
+        self.buf = np.ones(max(nbytes // np.dtype(dtype).itemsize, 1), dtype=dtype)
+        self.at = 0
+
+    def take(self, n: int) -> np.ndarray:
+        if self.at + n > self.buf.size:
+            self.at = 0
+        view = self.buf[self.at : self.at + n]
+        self.at += n
+        return view
+
+
+def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.0,
+             cold: int = 0) -> list[float]:
     """Half round-trip seconds (median) of ``sizes`` bytes between ranks a and b; collective.
 
-    Other ranks wait. ``scale`` multiplies the repetitions. Returns the times on every rank.
+    Other ranks wait. ``scale`` multiplies the repetitions. ``cold`` > 0: each round trip
+    sends from (and receives into) the next m bytes of a region of ``cold`` + max(sizes)
+    bytes (``_March``), so the data comes from memory, not from a cache. Returns the
+    times on every rank.
     """
     me = comm.Get_rank()
-    buf = np.zeros(max(sizes), dtype=np.uint8)
+    march = _March(cold + max(sizes)) if cold and me in (a, b) else None
+    buf = np.zeros(max(sizes) if march is None else 1, dtype=np.uint8)
     out = np.zeros(len(sizes))
     for k, m in enumerate(sizes):
         view = buf[:m]
@@ -48,6 +97,8 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
         if me in (a, b):
             other = b if me == a else a
             for i in range(-3, iters):  # 3 warm-up round trips
+                if march is not None:
+                    view = march.take(m)
                 t0 = time.perf_counter()
                 if me == a:
                     comm.Send(view, other, 7)
@@ -63,22 +114,33 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
 
 
 def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
-             scale: float = 1.0) -> tuple[list[float], list[float]]:
+             scale: float = 1.0, cold: int = 0) -> tuple[list[float], list[float]]:
     """Time a ring step between ranks a and b: swap m bytes, then add in place; collective.
 
     Two float32 buffers per rank take turns: step i sends one and receives into
     the other (which the peer read in step i-1), then adds the received values
     into the buffer just sent. So, as in every allreduce step, the receive and
     the add write memory the peer has just read (and the caches must hand it
-    back). A barrier starts each step, so neither rank waits on the other's add.
+    back). A barrier starts each step, so neither rank waits on the other's add, then an
+    8-byte exchange lines the two ranks up (a barrier lets one rank out up to a message's
+    latency before the other, ~1 us here, which the timed exchange would absorb): the
+    step is timed as it runs in an allreduce, right after the previous one.
+
+    ``cold`` > 0: each step's two buffers are the next m bytes of two regions of
+    ``cold`` + max(sizes) bytes (``_March``): data from memory, as in an allreduce
+    whose buffers do not fit in the caches.
 
     Returns (exchange seconds, add seconds per byte) per size, slowest of the two
     ranks per step, median over steps; on every rank.
     """
     me = comm.Get_rank()
     n_max = max(max(sizes) // 4, 1)
-    bufs = (np.ones(n_max, dtype=np.float32), np.ones(n_max, dtype=np.float32))
+    cold_n = (cold // 4 + n_max) if cold and me in (a, b) else 0
+    marches = (_March(4 * cold_n, np.float32), _March(4 * cold_n, np.float32)) if cold_n else None
+    bufs = (np.ones(n_max if not cold_n else 1, dtype=np.float32),
+            np.ones(n_max if not cold_n else 1, dtype=np.float32))
     swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
+    line_up = (np.zeros(1), np.zeros(1))
     for k, m in enumerate(sizes):
         n = max(m // 4, 1)
         iters = _iters(m, scale)
@@ -89,6 +151,9 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
                 continue
             peer = b if me == a else a
             send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
+            if marches is not None:
+                send, recv = marches[0].take(n), marches[1].take(n)
+            comm.Sendrecv(line_up[0], peer, 9, line_up[1], peer, 9)
             t0 = time.perf_counter()
             comm.Sendrecv(send, peer, 8, recv, peer, 8)
             t1 = time.perf_counter()
@@ -97,7 +162,7 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
                 t[:, i] = (t1 - t0, (time.perf_counter() - t1) / (4 * n))
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         swap[k], add[k] = np.median(t, axis=1)
-        for buf in bufs:  # keep the values small
+        for buf in bufs:  # keep the values small (marching data is added to a few times only)
             buf[:n] = 1.0
     return [float(x) for x in swap], [float(x) for x in add]
 
@@ -123,6 +188,26 @@ def measure_gamma(comm: MPI.Comm, sizes: list[int], scale: float = 1.0) -> list[
         out[k] = float(np.median(times)) / x.nbytes
     comm.Allreduce(MPI.IN_PLACE, out, MPI.MAX)
     return [float(v) for v in out]
+
+
+def fresh_seconds(comm: MPI.Comm, nbytes: int = 2 * MMAP_MAX, repeats: int = 3) -> float:
+    """Seconds per byte that writing freshly mapped memory costs beyond writing mapped memory
+    (the page faults); collective: all ranks at once, the slowest rank's least of
+    ``repeats`` (a ``malloc`` above ``MMAP_MAX`` is a fresh mapping each time)."""
+    best = float("inf")
+    for _ in range(repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        fresh = np.empty(nbytes, dtype=np.uint8)
+        fresh.fill(1)
+        t1 = time.perf_counter()
+        fresh.fill(2)
+        t2 = time.perf_counter()
+        del fresh
+        best = min(best, ((t1 - t0) - (t2 - t1)) / nbytes)
+    out = np.array([max(best, 0.0)])
+    comm.Allreduce(MPI.IN_PLACE, out, MPI.MAX)
+    return float(out[0])
 
 
 def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20, 4 << 20),
@@ -155,37 +240,69 @@ class MeasuredLink:
     linear in m between measured sizes and beyond the largest (the last segment's
     slope), t(smallest) below
     them: MPI's protocol switches (eager to rendezvous) and the caches stay in.
-    ``gamma(m)``: seconds per byte of an add right after an exchange (the reduction
-    of an allreduce step), by size, for reductions that run inside MPI.
+    ``exchange`` (the calibration's α_x and β_x(m), when measured): the time t_x(m) of
+    a step in which both ranks send m bytes at once (``Sendrecv``, what a ring's,
+    recursive halving's and recursive doubling's steps do), read the same way. On one
+    host both directions are copies by the two ranks' CPUs through one memory, so an
+    exchange is not two independent one-way messages (here t_x = 1.8 t at 2 KiB: each
+    rank runs MPI's send and receive paths in turn), as ``osu_bibw`` is not 2 ``osu_bw``;
+    without it, t_x = t (full duplex). ``gamma(m)``: seconds per byte of an add right
+    after an exchange (the reduction of an allreduce step), by size, for reductions
+    that run inside MPI. ``fresh``: seconds per byte of writing freshly mapped memory
+    (page faults, ``fresh_seconds``), for MPI's temporaries above ``MMAP_MAX``.
+    ``cold`` (``LinkModel.cold``, when measured): the same tables
+    with the data out of the caches, for calls whose buffers do not fit in the host's
+    last-level cache (``cache_bytes``); ``queue_seconds(m, exchange, cold)`` reads them.
     """
 
-    def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str) -> None:
+    def __init__(self, alpha: float, sizes, beta, gamma_sizes, gamma, text: str,
+                 exchange: tuple[float, list[float]] | None = None,
+                 cold: dict | None = None, fresh: float = 0.0) -> None:
         self.latency = float(alpha)
         self.sizes = [int(s) for s in sizes]
         self.times = [self.latency + s * b for s, b in zip(self.sizes, beta, strict=True)]
         _, beta_fit = fit_alpha_beta(self.sizes, self.times)
         self.bandwidth = 1.0 / beta_fit if beta_fit > 0 else float("inf")
-        last = (self.times[-1] - self.times[-2]) / (self.sizes[-1] - self.sizes[-2]) \
-            if len(self.sizes) > 1 else float(beta[-1])
-        self._last_beta = max(last, 0.0)  # the last segment's slope: the marginal β
+        self._last_beta = _last_slope(self.sizes, self.times, float(beta[-1]))
+        self.times_x = self.times
+        if exchange is not None and None not in exchange:
+            alpha_x, beta_x = float(exchange[0]), exchange[1]
+            self.times_x = [alpha_x + s * b for s, b in zip(self.sizes, beta_x, strict=True)]
+        self._last_beta_x = _last_slope(self.sizes, self.times_x, self._last_beta)
         self._gamma = ([int(s) for s in gamma_sizes], [float(g) for g in gamma])
         self.text = text
+        self.cold = None if not cold else MeasuredLink(
+            cold["alpha"], sizes, cold["beta"], gamma_sizes, gamma, f"{text}, cold",
+            exchange=(cold.get("alpha_x"), cold.get("beta_x")))
+        self.cache_bytes = int(cold.get("cache_bytes") or 0) if cold else 0
+        self.fresh = float(fresh or 0.0)
+        if self.cold is not None:
+            self.cold.fresh = self.fresh
 
     def seconds(self, nbytes: int) -> float:
         """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
-        sizes, times = self.sizes, self.times
-        if nbytes <= sizes[0]:
-            return times[0]
-        if nbytes >= sizes[-1]:
-            return times[-1] + (nbytes - sizes[-1]) * self._last_beta
-        i = bisect.bisect_right(sizes, nbytes)
-        lo, hi = sizes[i - 1], sizes[i]
-        return times[i - 1] + (nbytes - lo) * (times[i] - times[i - 1]) / (hi - lo)
+        return _on_table(self.sizes, self.times, self._last_beta, nbytes)
+
+    def exchange_seconds(self, nbytes: int) -> float:
+        """Time of an exchange step, ``nbytes`` each way: t_x(m), interpolated as t(m)."""
+        return _on_table(self.sizes, self.times_x, self._last_beta_x, nbytes)
 
     def wire(self, nbytes: int) -> float:
         """The part of ``seconds`` after the latency: the time the message holds a queue."""
-        w = self.seconds(nbytes) - self.latency
-        return w if w > 0 else 0.0
+        return self.queue_seconds(nbytes)
+
+    def exchange_wire(self, nbytes: int) -> float:
+        """``wire`` of a message sent while its sender also receives (an exchange step):
+        t_x(m) less the one-way latency the receiver adds, so it arrives at t_x(m)."""
+        return self.queue_seconds(nbytes, exchange=True)
+
+    def queue_seconds(self, nbytes: int, exchange: bool = False, cold: bool = False) -> float:
+        """The time an ``nbytes`` message holds a queue: one way or in an ``exchange``, with
+        the data in the caches or (``cold``, when measured) not; less the (warm) latency the
+        receiver adds, so it arrives after the table's time."""
+        link = self.cold if cold and self.cold is not None else self
+        t = link.exchange_seconds(nbytes) if exchange else link.seconds(nbytes)
+        return t - self.latency if t > self.latency else 0.0
 
     def gamma(self, nbytes: float) -> float:
         """Seconds per byte to reduce ``nbytes`` right after receiving them (by size)."""
@@ -194,6 +311,25 @@ class MeasuredLink:
 
     def __str__(self) -> str:
         return self.text
+
+
+def _last_slope(sizes: list[int], times: list[float], single: float) -> float:
+    """The last segment's slope (the marginal β beyond the largest size), at least 0."""
+    if len(sizes) < 2:
+        return max(single, 0.0)
+    return max((times[-1] - times[-2]) / (sizes[-1] - sizes[-2]), 0.0)
+
+
+def _on_table(sizes: list[int], times: list[float], last_beta: float, nbytes: int) -> float:
+    """``times`` at ``nbytes``: linear between measured sizes, the first below them, the
+    last segment's slope beyond them."""
+    if nbytes <= sizes[0]:
+        return times[0]
+    if nbytes >= sizes[-1]:
+        return times[-1] + (nbytes - sizes[-1]) * last_beta
+    i = bisect.bisect_right(sizes, nbytes)
+    lo, hi = sizes[i - 1], sizes[i]
+    return times[i - 1] + (nbytes - lo) * (times[i] - times[i - 1]) / (hi - lo)
 
 
 def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
@@ -208,7 +344,11 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                 params = json.loads(Path(path).read_text())["params"]
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
-                                      sizes, gamma, f"measured {k} link of {path}")
+                                      sizes, gamma, f"measured {k} link of {path}",
+                                      exchange=(params[k].get("alpha_x"),
+                                                params[k].get("beta_x")),
+                                      cold=params[k].get("cold"),
+                                      fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "

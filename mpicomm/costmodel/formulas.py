@@ -158,6 +158,9 @@ class LinkModel:
     alpha_x: float | None = None  # α of an exchange step (Sendrecv), when measured
     beta_x_fit: float | None = None  # the single β of the α-β fit to the exchange times
     emulated: str | None = None  # the emulated link ("20us,1GB/s") this model stands for
+    # the same tables with the data out of the caches (``calibrate.cold_bytes``): alpha, beta,
+    # alpha_x, beta_x and cache_bytes (the last-level cache the data went past)
+    cold: dict | None = None
 
     def beta_at(self, m: float) -> float:
         """β of one-way traffic (ping-pong) at message size m."""

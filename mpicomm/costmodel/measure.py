@@ -5,7 +5,14 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from mpicomm.core.topology import Topology
-from mpicomm.costmodel.calibrate import exchange, measure_gamma, pingpong
+from mpicomm.costmodel.calibrate import (
+    cache_bytes,
+    cold_bytes,
+    exchange,
+    fresh_seconds,
+    measure_gamma,
+    pingpong,
+)
 from mpicomm.costmodel.formulas import LinkModel, ModelParams
 
 __all__ = ["measure"]
@@ -16,7 +23,13 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
 
     1. ping-pong (one way at a time) -> α and β(m) of each kind of link;
     2. exchange steps (both ways at once, then an in-place add) -> β_x(m) and γ(m);
-    3. a plain ``np.add`` on every rank -> ``gamma_local``, for reference.
+    3. a plain ``np.add`` on every rank -> ``gamma_local``, for reference;
+    4. 1. and 2. again with the data out of the caches (``cold``: each message's bytes
+       march through a region 4x the last-level cache) -> ``LinkModel.cold``: what a
+       message costs when the buffers of a call do not fit in the cache (the virtual
+       clock's ``--links-from``);
+    5. the cost of writing freshly mapped memory (page faults: ``fresh_s_per_byte`` in
+       ``extra``), which MPI's temporaries above glibc's mmap threshold pay on every call.
     """
     topo = Topology(comm, ranks_per_node=ranks_per_node)
     sizes = [1 << k for k in range(3, max(max_bytes, 8).bit_length())]
@@ -31,6 +44,7 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
         if pair is not None:
             swaps, gammas[kind] = exchange(comm, *pair, sizes)
             links[kind] = LinkModel.from_pingpong(sizes, pingpong(comm, *pair, sizes), pair, swaps)
+            links[kind].cold = _cold(comm, pair, sizes)
     if not links:  # one rank: nothing travels; keep the formulas finite
         links["intra"] = LinkModel(0.0, sizes, [0.0] * len(sizes))
     intra = links.get("intra") or links["inter"]
@@ -39,5 +53,15 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     gamma = gammas.get(flat, gamma_local)
     params = ModelParams(intra, inter, sizes, gamma, topo.num_nodes, max(topo.node_sizes),
                          gamma_local=gamma_local)
+    params.extra["fresh_s_per_byte"] = fresh_seconds(comm)
     topo.free()
     return params
+
+
+def _cold(comm: MPI.Comm, pair: tuple[int, int], sizes: list[int]) -> dict:
+    """Ping-pong and exchange of ``pair`` with the data out of the caches (``cold``)."""
+    region = cold_bytes()
+    swaps, _ = exchange(comm, *pair, sizes, cold=region)
+    link = LinkModel.from_pingpong(sizes, pingpong(comm, *pair, sizes, cold=region), pair, swaps)
+    return {"alpha": link.alpha, "beta": link.beta, "alpha_x": link.alpha_x,
+            "beta_x": link.beta_x, "cache_bytes": cache_bytes()}

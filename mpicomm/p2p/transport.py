@@ -98,6 +98,7 @@ class Transport:
 
     emulated = False
     virtual = False
+    footprint = 0  # bytes a rank of the current call's buffers (the virtual clock's cache model)
 
     def __init__(self, comm: MPI.Comm, node_of: list[int], counts: Traffic | None = None) -> None:
         self.comm = comm

@@ -16,7 +16,12 @@ class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
 2. receive: arrival = max(end + α, q + n·β), q the first gap of n·β in the
    receive queue of c (a list of busy intervals) from start + α on, so a
    server's incast queues at its receive side: p messages of n bytes sent at
-   once arrive n·β apart, the last at α + p·n·β (linear in p).
+   once arrive n·β apart, the last at α + p·n·β (linear in p). On this host's
+   measured links (``--links-from``) a message of ``RENDEZVOUS_BYTES`` or more
+   starts no sooner than its receive is posted (MPICH's single-copy protocol),
+   and one sent while its sender also receives (an exchange) or in a call whose
+   buffers fill the last-level cache takes the calibration's exchange or cold
+   tables (``MeasuredLink``).
 3. ``waitall``: the thread's clock moves to the latest arrival (receives) or
    end (sends) of the batch; CPU time spent waiting is not charged.
 
@@ -38,6 +43,7 @@ See docs/virtual_clock.md.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,7 +54,7 @@ from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
-from mpicomm.costmodel.calibrate import MeasuredLink, host_links
+from mpicomm.costmodel.calibrate import MMAP_MAX, MeasuredLink, host_links
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
@@ -60,6 +66,7 @@ DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
 DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
+RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
 @dataclass(frozen=True)
@@ -80,13 +87,22 @@ class LinkModel:
         spec = self.inter if remote else self.intra
         return spec.latency, (share if remote else 1) / spec.bandwidth
 
-    def wire(self, remote: bool, share: int = 1) -> Any:
+    def wire(self, remote: bool, share: int = 1, exchange: bool = False,
+             cold: bool = False) -> Any:
         """The seconds an n-byte message holds a queue of its class, as a function of n:
-        n·β, or a measured link's (``--links-from``) time by size less its latency."""
+        n·β, or a measured link's (``--links-from``) time by size less its latency;
+        ``exchange``: of a message sent while its sender also receives on the class (a
+        measured link's exchange time; an interface is full duplex: the same n·β);
+        ``cold``: of a call whose buffers do not fit in the host's last-level cache (a
+        measured link's cold tables, when calibrated; a modelled link: the same n·β)."""
         spec = self.inter if remote else self.intra
         if isinstance(spec, MeasuredLink):
             k = share if remote else 1
-            return spec.wire if k == 1 else (lambda n: k * spec.wire(n))
+
+            def w(n: int) -> float:
+                return k * spec.queue_seconds(n, exchange, cold)
+
+            return w
         beta = self.alpha_beta(remote, share)[1]
         return lambda n: n * beta
 
@@ -160,23 +176,43 @@ def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float
 
 def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
     """``collective_seconds``'s algorithms on a measured link (``--links-from``): each step's
-    message takes the link's measured time at its size, and reductions (inside MPI) the
-    measured γ: allreduce short ``lg p (t(n) + nγ)``, else recursive halving then doubling
-    ``Σ_k 2 t(n/2^k) + (n/2^k) γ``; reduce the same; bcast without γ; allgather
-    ``Σ_k t(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up)."""
+    message takes the link's measured time at its size — the exchange time t_x where both
+    ranks of a step send at once (recursive doubling and halving, the allgathers), the
+    one-way t where one sends (binomial trees, scatter, gather) — and reductions (inside
+    MPI) the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving
+    then doubling ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else
+    ``Σ_k t_x(n/2^k) + t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else
+    ``Σ_k t(n/2^k) + t_x(n/2^k)``; allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p
+    rounded up); long allreduce and reduce above glibc's mmap threshold also fault in MPICH's
+    temporary (``_temporary``)."""
     if p < 2:
         return 0.0
     lg = math.ceil(math.log2(p))
-    t = link.seconds
+    t, tx = link.seconds, link.exchange_seconds
     if kind == "allgather":
-        return sum(t(nbytes << k) for k in range(lg))
+        return sum(tx(nbytes << k) for k in range(lg))
     if kind not in ("allreduce", "reduce", "bcast"):
         raise ValueError(f"unknown collective {kind!r}")
     add = 0.0 if kind == "bcast" else 1.0
+    first = tx if kind == "allreduce" else t  # a short step: an exchange or one way
     if nbytes < SHORT_BYTES:
-        return lg * (t(nbytes) + add * nbytes * link.gamma(nbytes))
+        return lg * (first(nbytes) + add * nbytes * link.gamma(nbytes))
+    # long: a reduce-scatter or scatter, then an allgather or gather, per halving step
+    out = tx if kind != "bcast" else t
+    back = t if kind == "reduce" else tx
     parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
-    return sum(2 * t(int(m)) + add * m * link.gamma(m) for m in parts)
+    steps = sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
+    return steps + _temporary(kind, nbytes, link)
+
+
+def _temporary(kind: str, nbytes: int, link: MeasuredLink) -> float:
+    """MPICH's reduce-scatter based allreduce and reduce take a temporary of the message's
+    size per call (``MPIR_CHKLMEM_MALLOC``); above glibc's largest mmap threshold
+    (``calibrate.MMAP_MAX``) it is a fresh mapping every time, its pages faulted in as the
+    algorithm first writes them: the calibrated cost per byte of fresh memory."""
+    if kind in ("allreduce", "reduce") and nbytes > MMAP_MAX:
+        return nbytes * link.fresh
+    return 0.0
 
 
 class _Msg:
@@ -213,6 +249,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         me = self.node_of[self.rank]
         self.local = sum(n == me for n in self.node_of)  # ranks on this rank's node
         self.cross_at_once(self.local)
+        self._cache = _host_cache(comm, self.model)  # bytes of this host's caches, 0: no model
+        self._rendezvous = [_rendezvous(self.model.intra), _rendezvous(self.model.inter)]
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
@@ -228,7 +266,9 @@ class VirtualTransport(BlockingByRequests, Transport):
         share = 1 if nics is None else max(1, math.ceil(min(k, self.local) / nics))
         self.share = share
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
-        self._wire = [self.model.wire(r, share) for r in self.remote]  # n -> queue seconds
+        # (exchange, cold) -> per peer: n -> queue seconds (``_book``)
+        self._wires = {(x, c): [self.model.wire(r, share, x, c) for r in self.remote]
+                       for x in (False, True) for c in (False, True)}
 
     def describe(self) -> dict:
         d = super().describe()
@@ -246,46 +286,62 @@ class VirtualTransport(BlockingByRequests, Transport):
     def _stamp(self) -> np.ndarray:
         return self._spare.pop() if self._spare else np.zeros(2, dtype=np.float64)
 
+    def _cold(self) -> bool:
+        """Whether the current call's data comes from memory: the buffers of the call
+        (``footprint`` bytes a rank, set by the reducer) on all of this host's ranks fill
+        its last-level cache. Only a measured link with cold tables tells (``_host_cache``)."""
+        return 0 < self._cache <= self.footprint
+
     # ------------------------------------------------------------ the model
-    def _flush(self) -> None:
+    def _flush(self, receiving: tuple[bool, bool] = (False, False)) -> None:
         """Book the sends posted since the last other call (one batch) and post their stamps.
 
         Called when any other call begins (``irecv``, ``waitall``, ``recv_any``,
-        ``collective``), so a stamp always leaves before its sender waits for anything."""
+        ``collective``), so a stamp always leaves before its sender waits for anything.
+        ``receiving`` (per class, from ``waitall``): this rank waits for receives of the
+        class together with these sends — an exchange (``_book``)."""
         sends, self._unbooked = self._unbooked, []
         if sends:
-            self._book(sends)
+            self._book(sends, receiving)
             for m in sends:  # in post order, as the payloads
                 m.reqs.append(self.stamps.Isend(m.stamp, m.peer, m.tag))
 
-    def _book(self, sends: list) -> None:
+    def _book(self, sends: list, receiving: tuple[bool, bool] = (False, False)) -> None:
         """Put a batch of sends (posted one after another) on this rank's send queues.
 
         Per class, the batch starts when the queue is free and its first message was
         posted; its messages share the interface fairly (a NIC interleaves the messages
         posted to it), so with k in flight each moves at 1/k of the rate and the smallest
         ends first: equal messages all end at start + k·m·β. Each stamp carries the
-        message's (start, end): the bytes flow between them."""
+        message's (start, end): the bytes flow between them. When the rank also receives
+        on the class in the same wait (``receiving``: a ``sendrecv``, an exchange step),
+        a message holds the queue for the link's exchange time (``LinkModel.wire``)."""
         for c in (0, 1):
             batch = [m for m in sends if (1 if self.remote[m.peer] else 0) == c]
             if not batch:
                 continue
+            wires = self._wires[receiving[c], self._cold()]
             free = self._send_free[c]
             first = min(m.t0 for m in batch)
             start = first if first > free else free
             t, prev, k = start, 0.0, len(batch)
             for i, m in enumerate(sorted(batch, key=lambda m: m.nbytes)):
-                wire = self._wire[m.peer](m.nbytes)
+                wire = wires[m.peer](m.nbytes)
                 t += (k - i) * (wire - prev)
                 prev = wire
                 m.stamp[0], m.stamp[1] = start, t
                 m.done_at = t
             self._send_free[c] = t
 
-    def _arrive(self, start: float, end: float, nbytes: int, source: int) -> float:
+    def _arrive(self, start: float, end: float, nbytes: int, source: int,
+                exchange: bool = False, posted: float = 0.0) -> float:
         """Arrival of a message whose bytes left between ``start`` and ``end`` at this rank's
         receive queue of its class: α after its last byte left, and no sooner than the queue
-        can take its bytes (messages queue at a receiver: incast).
+        can take its bytes (messages queue at a receiver: incast). ``exchange``: this rank
+        sends on the class in the same wait, so the message holds the queue for the time its
+        sender booked it (``_book``: the same tables by symmetry). ``posted``: when this rank
+        posted the receive; a message of the host's MPI at or above ``RENDEZVOUS_BYTES``
+        (measured links only) moves no sooner (rendezvous: ``_rendezvous``).
 
         The queue is a list of busy intervals: a message takes the first gap of n·β from
         start + α on, so one that started earlier is not queued behind one the program
@@ -295,7 +351,9 @@ class VirtualTransport(BlockingByRequests, Transport):
         PS's later pushes fill the time its earlier ones had taken, 219 ms instead of 268)."""
         c = 1 if self.remote[source] else 0
         alpha = self._ab[source][0]
-        wire = self._wire[source](nbytes)
+        wire = self._wires[exchange, self._cold()][source](nbytes)
+        if posted > start and nbytes >= self._rendezvous[c]:  # the bytes wait for the receive
+            start, end = posted, end + (posted - start)
         t = start + alpha
         floor = self._recv_floor[c]
         t = floor if floor > t else t
@@ -371,11 +429,16 @@ class VirtualTransport(BlockingByRequests, Transport):
         clk.enter(sum(m.nbytes for m in requests))
         until = 0.0
         try:
-            self._flush()
+            remote = self.remote
+            self._flush((any(not m.send and not remote[m.peer] for m in requests),
+                         any(not m.send and remote[m.peer] for m in requests)))
+            sending = (any(m.send and not remote[m.peer] for m in requests),
+                       any(m.send and remote[m.peer] for m in requests))
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
-                m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer)
+                m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer,
+                                         sending[1 if remote[m.peer] else 0], m.t0)
             for m in requests:
                 until = m.done_at if m.done_at > until else until
                 self._spare.append(m.stamp)
@@ -440,6 +503,8 @@ class VirtualTransport(BlockingByRequests, Transport):
             spec = self.model.inter if remote else self.model.intra
             p = comm.Get_size()
             if isinstance(spec, MeasuredLink):
+                if self._cold() and spec.cold is not None:
+                    spec = spec.cold
                 took = measured_collective_seconds(kind, nbytes, p, spec)
             else:
                 ab = self.model.alpha_beta(remote, self.share)
@@ -447,6 +512,35 @@ class VirtualTransport(BlockingByRequests, Transport):
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
+
+
+def _rendezvous(spec: Any) -> float:
+    """Bytes from which a message of this link class moves only once its receive is posted:
+    ``RENDEZVOUS_BYTES`` on a measured link (the host's MPI: MPICH's single-copy protocol,
+    in which the receiver copies the message out of the sender's memory, from
+    ``MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD`` = 8 KiB, where the calibration's one-way time
+    jumps), never on a modelled link (its messages are taken as eager, as before)."""
+    if isinstance(spec, MeasuredLink):
+        return float(os.environ.get("MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD", RENDEZVOUS_BYTES))
+    return math.inf
+
+
+def _host_cache(comm: MPI.Comm, model: LinkModel) -> int:
+    """The footprint (bytes a rank) from which a call's data is out of this host's caches:
+    the last-level cache a measured link's cold tables went past, shared by the ranks of
+    ``comm`` on this host; 0 when no link class has cold tables. Collective over ``comm``.
+
+    A call whose buffers on all the host's ranks fill the cache streams them from memory:
+    a cyclic sweep over more than an LRU cache holds misses every line, and the cache also
+    holds the code, MPI's shared-memory cells and the scratch."""
+    cache = max((spec.cache_bytes for spec in (model.intra, model.inter)
+                 if isinstance(spec, MeasuredLink) and spec.cold is not None), default=0)
+    if not cache:
+        return 0
+    host = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks = host.Get_size()
+    host.Free()
+    return max(cache // ranks, 1)
 
 
 def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) -> str:

@@ -35,12 +35,15 @@ layout has been agreed on (3.) for a plain reducer (no compression) with
 ``validate`` off, ``_fast_plan`` makes a plan for it, kept in a dict keyed by
 (length, dtype, op) — independent of the buffer's address. A later call with a
 1-D, writable, C-contiguous NumPy array of that layout (and no ``--nvtx``) runs
-1., the plan and 6. only: one dict lookup and the flags test replace 2.-3.
+1., the plan and 6. only: one dict lookup and the flags test replace 2.-3. It does
+under either clock: the virtual clock charges the CPU time of the path a cluster's
+run takes, not the checked path's.
 A strategy's plan precomputes what depends on the layout alone: ``native`` calls
 MPI's ``Allreduce`` directly with the bytes to count precomputed, the ring its
-steps' bounds and scratch views (``ring.direct_ring``); both only on a plain
-``Transport`` (``Transport.direct``: not under emulated links or the virtual
-clock, which must see every message). Every other call takes 2.-5. as listed.
+steps' bounds and scratch views (``ring.direct_ring``); both on a plain
+``Transport`` only (``Transport.direct``: not under emulated links or the virtual
+clock, which must see every message), except the ring's, which the virtual clock's
+transport times message by message. Every other call takes 2.-5. as listed.
 
 Lifecycle: a reducer is a context manager (``with make_reducer(...) as r:``);
 ``close()`` releases it, a second ``close()`` does nothing, and a call after
@@ -78,7 +81,7 @@ from mpicomm.reducers.stats import ReduceStats
 __all__ = ["Reducer", "MismatchError", "OPS"]
 
 _CHAR_CODES = {dt.char: code for dt, code in DTYPE_CODES.items()}  # dtype.char: cheap to hash
-_WALL = time.perf_counter  # clock.now under the wall clock (the hot path's condition)
+_WALL = time.perf_counter  # clock.now under the wall clock (else: the stall log's wall entry)
 MAX_PLANS = 1024  # hot-path plans kept per reducer (a sweep over more sizes: the checked path)
 
 
@@ -224,10 +227,11 @@ class Reducer:
         now = clock.now
         t0 = now()
         # the hot path: a layout this reducer has a plan for (``_fast_plan``: agreed, plain,
-        # validate off), a 1-D writable C-contiguous NumPy array, the wall clock, no --nvtx
+        # validate off), a 1-D writable C-contiguous NumPy array, no --nvtx; any clock (the
+        # virtual clock charges the CPU time of the path a cluster's run takes)
         plan = self._plans_by_layout.get((buf.size, buf.dtype, op)) \
             if type(buf) is np.ndarray else None
-        if plan is None or buf.ndim != 1 or now is not _WALL or nvtx._nvtx is not None or not (
+        if plan is None or buf.ndim != 1 or nvtx._nvtx is not None or not (
                 (flags := buf.flags).c_contiguous and flags.writeable):
             return self._allreduce_checked(buf, op, key, t0)
         owner = self.owner
@@ -238,8 +242,12 @@ class Reducer:
             token.pop()
         except IndexError:
             raise self._concurrent() from None
-        ch = self.stall_channel  # the stall inspector's inline protocol (wall clock)
+        ch = self.stall_channel  # the stall inspector's inline protocol
         log = ch.enter_t if ch is not None and ch.on else None
+        if now is not _WALL:  # the virtual clock: the call's buffer (its cache model)
+            self.p2p.footprint = buf.nbytes
+            if log is not None:  # the watchdog measures wall time (``Channel.begin``)
+                ch._wall_t = _WALL()
         if log is not None:
             log.append(t0)
         try:
@@ -269,13 +277,14 @@ class Reducer:
             raise self._concurrent()
         ch = self.stall_channel
         call = 0.0 if ch is None else ch.begin(self.name, t0)
+        t1 = None
         try:
             self._checked_allreduce(buf, op, key)
             t1 = clock.now()
             self.stats.add(t1 - t0)
         finally:
             if call:
-                ch.end(call)
+                ch.end(call, t1)
             lock.release()
         return buf
 
@@ -301,6 +310,7 @@ class Reducer:
         if opcode is None:
             raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
         flat = buf if buf.ndim == 1 else flat_view(buf)
+        self.p2p.footprint = flat.nbytes  # the virtual clock's cache model
         layout = (flat.size, code, opcode)
         if self._validate or layout not in self._checked:
             self._check_agreement(layout)

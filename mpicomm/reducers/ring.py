@@ -180,7 +180,7 @@ def ring_allgather(
 
 
 def direct_ring(reducer: RingReducer, comm, bounds: list[int], scratch, scale: float | None,
-                dtype) -> Callable:
+                dtype, via: Transport | None = None) -> Callable:
     """Return ``run(flat)``: steps 1-3 for one layout (one piece per segment) on ``comm``'s
     ``Sendrecv`` itself, counted once per call (``Transport.direct``).
 
@@ -188,6 +188,9 @@ def direct_ring(reducer: RingReducer, comm, bounds: list[int], scratch, scale: f
     reduce-scatter step receives into, the scale as a 0-d array of ``dtype`` and
     the bytes and messages to count. With tracing on, ``run`` is the reducer's
     ``_allreduce`` (every message through the transport, on the timeline).
+    ``via`` (the virtual clock's transport): the steps' exchanges go through its
+    ``sendrecv``, which times and counts them; the rest is as precomputed, so the
+    clock charges the CPU time of the plan a wall-clock run takes.
     """
     p, me, counts, ring = reducer.size, reducer.rank, reducer.stats, reducer._ring
     right, left = ring[(me + 1) % p], ring[(me - 1) % p]
@@ -203,7 +206,9 @@ def direct_ring(reducer: RingReducer, comm, bounds: list[int], scratch, scale: f
     recv = item * (sum(rh - rl for _, _, rl, rh, _ in rs) + sum(rh - rl for _, _, rl, rh in ag))
     inter_sent, inter_recv = (sent if remote[right] else 0), (recv if remote[left] else 0)
     factor = None if scale is None else np.array(scale, dtype=dtype)
-    sendrecv, add, mul, active = comm.Sendrecv, np.add, np.multiply, trace.active
+    sendrecv = comm.Sendrecv if via is None else _sendrecv_of(via)
+    add, mul, active = np.add, np.multiply, trace.active
+    counting = via is None  # else the transport counts its messages
     t_rs, t_ag, steps, fallback = tags.RING_RS, tags.RING_AG, p - 1, reducer._allreduce
 
     def run(flat) -> None:
@@ -219,15 +224,26 @@ def direct_ring(reducer: RingReducer, comm, bounds: list[int], scratch, scale: f
             mul(own, factor, out=own)
         for slo, shi, rlo, rhi in ag:  # 3.
             sendrecv(flat[slo:shi], right, t_ag, flat[rlo:rhi], left, t_ag)
-        counts.bytes_sent += sent
-        counts.bytes_recv += recv
-        counts.messages_sent += 2 * steps
-        counts.messages_recv += 2 * steps
-        if inter_sent or inter_recv:
-            counts.inter_bytes_sent += inter_sent
-            counts.inter_bytes_recv += inter_recv
+        if counting:
+            counts.bytes_sent += sent
+            counts.bytes_recv += recv
+            counts.messages_sent += 2 * steps
+            counts.messages_recv += 2 * steps
+            if inter_sent or inter_recv:
+                counts.inter_bytes_sent += inter_sent
+                counts.inter_bytes_recv += inter_recv
 
     return run
+
+
+def _sendrecv_of(p2p: Transport) -> Callable:
+    """``p2p.sendrecv`` in ``Comm.Sendrecv``'s argument order (one tag: the send's)."""
+    exchange = p2p.sendrecv
+
+    def sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag) -> None:
+        exchange(sendbuf, dest, recvbuf, source, sendtag)
+
+    return sendrecv
 
 
 class RingReducer(Reducer):
@@ -263,14 +279,17 @@ class RingReducer(Reducer):
         return 1
 
     def _fast_plan(self, flat, scale):
-        """The hot path on a direct transport: the steps of this layout, precomputed (a
-        subclass that overrides ``_allreduce`` gets it: the base plan)."""
+        """The hot path on a direct transport, or the virtual clock's (through it): the steps
+        of this layout, precomputed (a subclass that overrides ``_allreduce`` gets it: the
+        base plan)."""
         comm = self.p2p.direct()
+        via = self.p2p if self.p2p.virtual else None  # the virtual clock times every message
         bounds, scratch, largest = self._plan(flat)
-        if comm is None or self.size == 1 or largest > max(PIECE_BYTES // flat.itemsize, 1) \
+        if comm is None and via is None or self.size == 1 \
+                or largest > max(PIECE_BYTES // flat.itemsize, 1) \
                 or type(self)._allreduce is not RingReducer._allreduce:
             return super()._fast_plan(flat, scale)
-        return direct_ring(self, comm, bounds, scratch, scale, flat.dtype)
+        return direct_ring(self, comm, bounds, scratch, scale, flat.dtype, via)
 
     def _allreduce(self, flat, scale):
         wire = self.wire

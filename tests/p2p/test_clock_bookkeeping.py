@@ -20,6 +20,7 @@ def _spin(seconds):
 
 
 def test_building_a_boundarys_key_is_not_charged(monkeypatch):
+    clock_mod.boundary_cost()  # measured (once) before the keys are made slow
     real = clock_mod._site
 
     def slow_site(hint, depth):
@@ -39,3 +40,48 @@ def test_building_a_boundarys_key_is_not_charged(monkeypatch):
         assert t1 - t0 < SLOW / 2, (least, t1 - t0)
         assert t2 - t1 < SLOW / 2, (least, t2 - t1)
         assert t3 - t2 >= SLOW, (least, t3 - t2)
+
+
+class _CPU:
+    """A CPU clock whose every read costs ``cost`` seconds of CPU time, half before its
+    sample and half after (a system call), and which moves on only by reads and ``work``."""
+
+    def __init__(self, cost: float) -> None:
+        self.t, self.cost = 1.0, cost
+
+    def __call__(self) -> float:
+        self.t += self.cost / 2
+        sample = self.t
+        self.t += self.cost / 2
+        return sample
+
+    def work(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def test_the_cpu_clocks_own_reads_are_not_charged(monkeypatch):
+    cost, work = 0.6e-6, 5e-6
+    cpu = _CPU(cost)
+    monkeypatch.setattr(time, "thread_time", cpu)
+    monkeypatch.setattr(clock_mod, "_boundary_cost", None)  # measured again, on this CPU clock
+    assert abs(clock_mod.boundary_cost() - cost) < 1e-12
+    for least in (False, True):
+        c = VirtualClock(1.0, least=least)
+        for _ in range(3):
+            t0 = c.now()
+            t1 = c.now()  # an empty segment: one read's worth of CPU time, the clock's
+            c.enter(64)
+            cpu.work(1e-3)  # inside MPI: never charged
+            c.leave()
+            cpu.work(work)  # the program's compute: charged, all of it
+            t2 = c.now()
+            assert abs(t1 - t0) < 1e-12, (least, t1 - t0)
+            assert abs(t2 - t1 - work) < 1e-12, (least, t2 - t1)
+
+
+def test_boundary_cost_is_measured_once_and_is_a_real_reads_cost():
+    first = clock_mod.boundary_cost()
+    assert 0 < first < 1e-3  # a read of the CPU clock: well under a millisecond
+    assert clock_mod.boundary_cost() == first
+    assert VirtualClock(1.0).overhead == first
+    assert VirtualClock(1.0, overhead=0.0).overhead == 0.0

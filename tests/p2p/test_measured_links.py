@@ -28,8 +28,9 @@ def _times(alpha=2e-6, jump_at=8192, jump=3e-6, gbps=10.0):
     return [alpha + m / (gbps * 1e9) + (jump if m >= jump_at else 0.0) for m in SIZES]
 
 
-def _write(path, times, gamma=0.25e-9):
-    link = LinkModel.from_pingpong(SIZES, times, (0, 1))
+def _write(path, times, gamma=0.25e-9, swaps=None, cold=None):
+    link = LinkModel.from_pingpong(SIZES, times, (0, 1), swaps)
+    link.cold = cold
     params = ModelParams(link, link, SIZES, [gamma] * len(SIZES))
     path.write_text(json.dumps({"command": "model", "params": asdict(params)}))
     return link
@@ -105,9 +106,17 @@ nbytes = int(sys.argv[2])
 virtual.install(1e-9, links_from=sys.argv[1])
 t = make_transport(comm, node_map(comm, None))
 out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+t.footprint = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # a call's buffers (bytes a rank)
 t0 = clock.now()
 t.sendrecv(out, 1 - me, into, 1 - me, 5)
-report(ok=bool(into.all()), exchange=clock.now() - t0)
+t1 = clock.now()
+virtual.barrier(comm)
+t2 = clock.now()
+if me == 0:
+    t.send(out, 1, 6)
+else:
+    t.recv(into, 0, 6)
+report(ok=bool(into.all()), exchange=t1 - t0, one_way=clock.now() - t2)
 """
 
 
@@ -121,8 +130,157 @@ def test_virtual_sendrecv_takes_the_measured_time(tmp_path, nbytes):
     for r in res.records:
         assert r["ok"]
         assert abs(r["exchange"] - want) < 1e-8, (r["rank"], r["exchange"], want)
+        if r["rank"] == 1:
+            assert abs(r["one_way"] - want) < 1e-8, (r["one_way"], want)
+
+
+def _swaps(times):
+    """Exchange times unlike the one-way ones: 1.8x to 4 KiB (each rank runs MPI's send and
+    receive paths in turn), 0.6x from 512 KiB (both cores copy at once: here at 1 MiB)."""
+    return [t * (1.8 if m <= 4096 else 0.6 if m >= 1 << 19 else 1.2)
+            for m, t in zip(SIZES, times, strict=True)]
+
+
+def test_measured_link_reads_the_exchange_times_when_calibrated(tmp_path):
+    times = _times()
+    _write(tmp_path / "x.json", times, swaps=_swaps(times))
+    link, _ = host_links(str(tmp_path / "x.json"))
+    for m, t, tx in zip(SIZES, times, _swaps(times), strict=True):
+        assert math.isclose(link.seconds(m), t, rel_tol=1e-9), m
+        assert math.isclose(link.exchange_seconds(m), tx, rel_tol=1e-9), m
+        assert link.exchange_wire(m) == pytest.approx(tx - link.latency)
+    _write(tmp_path / "p.json", times)  # no exchange measured: an exchange is two one-ways
+    plain, _ = host_links(str(tmp_path / "p.json"))
+    assert all(plain.exchange_seconds(m) == plain.seconds(m) for m in SIZES)
+    # MPICH's 2-rank allreduce: recursive halving then doubling, both exchanges
+    n = 1 << 20
+    assert measured_collective_seconds("allreduce", n, 2, link) == pytest.approx(
+        2 * link.exchange_seconds(n // 2) + n // 2 * link.gamma(n // 2))
+    assert measured_collective_seconds("allreduce", 512, 2, link) == pytest.approx(
+        link.exchange_seconds(512) + 512 * link.gamma(512))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nbytes", [2048, 1 << 20])
+def test_virtual_sendrecv_takes_the_exchange_time_and_a_send_the_one_way(tmp_path, nbytes):
+    path = tmp_path / "x.json"
+    times = _times()
+    _write(path, times, swaps=_swaps(times))
+    res = run_mpi(2, ["-c", SENDRECV, str(path), str(nbytes)], timeout=60).expect_ok()
+    link, _ = host_links(str(path))
+    for r in res.records:
+        assert r["ok"]
+        assert abs(r["exchange"] - link.exchange_seconds(nbytes)) < 1e-8, (r["rank"], r)
+        if r["rank"] == 1:  # the receiver of a one-way message: t(m)
+            assert abs(r["one_way"] - link.seconds(nbytes)) < 1e-8, r
 
 
 def _params(path):
     d = json.loads(path.read_text())["params"]
     return d["intra"]["alpha"], d["intra"]["sizes"], d["intra"]["beta"], SIZES, np.zeros(len(SIZES))
+
+
+CACHE = 1 << 20  # the cold tables' last-level cache: 512 KiB a rank at 2 ranks on one host
+
+
+def _cold(times):
+    """Cold tables: 2x the warm one-way times and 3x the exchange ones (data from memory)."""
+    split = LinkModel.from_pingpong(SIZES, [2 * t for t in times], (0, 1),
+                                    [3 * t for t in _swaps(times)])
+    return {"alpha": split.alpha, "beta": split.beta, "alpha_x": split.alpha_x,
+            "beta_x": split.beta_x, "cache_bytes": CACHE}
+
+
+def test_measured_link_reads_the_cold_tables(tmp_path):
+    times = _times()
+    _write(tmp_path / "c.json", times, swaps=_swaps(times), cold=_cold(times))
+    link, _ = host_links(str(tmp_path / "c.json"))
+    assert link.cache_bytes == CACHE
+    for m, t, tx in zip(SIZES, times, _swaps(times), strict=True):
+        assert link.queue_seconds(m) == pytest.approx(t - link.latency)
+        assert link.queue_seconds(m, cold=True) == pytest.approx(2 * t - link.latency)
+        assert link.queue_seconds(m, True, True) == pytest.approx(3 * tx - link.latency)
+    _write(tmp_path / "w.json", times, swaps=_swaps(times))  # none measured: warm alone
+    warm, _ = host_links(str(tmp_path / "w.json"))
+    assert warm.cold is None and warm.queue_seconds(4096, True, True) == warm.exchange_wire(4096)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("footprint", [0, CACHE // 2 - 1, CACHE // 2, 4 * CACHE])
+def test_a_call_whose_buffers_fill_the_cache_is_charged_the_cold_tables(tmp_path, footprint):
+    """2 ranks share the host's cache: a call of CACHE/2 bytes a rank or more is cold."""
+    path = tmp_path / "c.json"
+    times = _times()
+    _write(path, times, swaps=_swaps(times), cold=_cold(times))
+    nbytes = 1 << 16
+    res = run_mpi(2, ["-c", SENDRECV, str(path), str(nbytes), str(footprint)],
+                  timeout=60).expect_ok()
+    link, _ = host_links(str(path))
+    cold = footprint >= CACHE // 2
+    want_x = (link.cold if cold else link).exchange_seconds(nbytes)
+    want = link.latency + link.queue_seconds(nbytes, cold=cold)
+    for r in res.records:
+        assert abs(r["exchange"] - want_x) < 1e-8, (r["rank"], r, want_x)
+        if r["rank"] == 1:
+            assert abs(r["one_way"] - want) < 1e-8, (r, want)
+
+
+def test_mpichs_temporary_above_the_mmap_threshold_pays_its_page_faults(tmp_path):
+    """Native at 64 MiB: MPICH mallocs a 64 MiB temporary per call, a fresh mapping each time
+    above glibc's 32 MiB threshold, and faults its pages in; below it the heap reuses one."""
+    times = _times()
+    fresh = 0.3e-9  # s/byte: ~1.2 us a 4 KiB page
+    path = tmp_path / "f.json"
+    _write(path, times)
+    doc = json.loads(path.read_text())
+    doc["params"]["extra"] = {"fresh_s_per_byte": fresh}
+    path.write_text(json.dumps(doc))
+    link, _ = host_links(str(path))
+    assert link.fresh == fresh
+    plain = MeasuredLink(link.latency, link.sizes, LinkModel.split(SIZES, times)[1], SIZES,
+                         [0.25e-9] * len(SIZES), "no faults")
+    for n, faults in ((32 << 20, 0.0), (64 << 20, (64 << 20) * fresh)):
+        for kind, extra in (("allreduce", faults), ("reduce", faults), ("bcast", 0.0)):
+            assert measured_collective_seconds(kind, n, 2, link) == pytest.approx(
+                measured_collective_seconds(kind, n, 2, plain) + extra), (kind, n)
+
+
+LATE = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.core import clock
+from mpicomm.core.topology import node_map
+from mpicomm.p2p import make_transport, virtual
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+nbytes = int(sys.argv[2])
+clk = virtual.install(1e-9, links_from=sys.argv[1])
+t = make_transport(comm, node_map(comm, None))
+buf = np.ones(nbytes, np.uint8)
+virtual.barrier(comm)
+t0 = clock.now()
+if me == 0:
+    t.send(buf, 1, 3)
+else:
+    clk.charge(1e-3)  # the receive is posted 1 ms late
+    t.recv(buf, 0, 3)
+report(ok=True, took=clock.now() - t0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nbytes", [4096, 65536])
+def test_a_rendezvous_message_waits_for_its_receive(tmp_path, nbytes):
+    """The host's MPI moves a message of >= 8 KiB (MPICH's single-copy threshold) only once
+    the receive is posted: 1 ms + t(m) for the late receiver; a smaller one was sent eagerly
+    and is there when the receive is posted (1 ms)."""
+    path = tmp_path / "m.json"
+    _write(path, _times())
+    link, _ = host_links(str(path))
+    res = run_mpi(2, ["-c", LATE, str(path), str(nbytes)], timeout=60).expect_ok()
+    took = {r["rank"]: r["took"] for r in res.records}
+    want = 1e-3 + (link.seconds(nbytes) if nbytes >= 8192 else 0.0)
+    assert abs(took[1] - want) < 1e-8, (took, want)

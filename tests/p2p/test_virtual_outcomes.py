@@ -115,13 +115,17 @@ def _train(tmp_path, p, *flags):
 
 @pytest.mark.slow
 def test_fusion_and_overlap_outcomes_of_coursework_exercise_5(tmp_path):
-    """Coursework 5: the same bytes in 98 calls or one, the fused step several times shorter;
-    overlap shortens the step but hides no more than the compute it runs beside."""
+    """Coursework 5: the same bytes in 98 calls or one, the fused step about half as long (each
+    call's fixed cost: the link's 2α and its own CPU time, ~10 us; 3x while the clock charged
+    its own CPU-clock reads as the program's compute); overlap shortens the step but hides no
+    more than the compute it runs beside."""
     tiny = ("--strategy", "ring", "--layers", "64,64x48,10", "--batch-size", "16")
     unfused, fused = (_train(tmp_path, 2, *tiny, "--bucket-mb", b) for b in ("0", "25"))
     assert unfused["bytes_per_step"] == fused["bytes_per_step"]
     assert (unfused["allreduce_calls_per_step"], fused["allreduce_calls_per_step"]) == (98, 1)
-    assert unfused["step_time_mean_s"] > 2 * fused["step_time_mean_s"]
+    # medians: a segment's first occurrences are charged as measured, so on a loaded host the
+    # first steps of a 30-step run can double the fused run's mean (1.83 ms against 1.16)
+    assert unfused["step_time_median_s"] > 1.5 * fused["step_time_median_s"]
     link = ("--layers", "256,512x8,10", "--bucket-mb", "1", "--ranks-per-node", "1",
             "--inter-link", "50us,0.5GB/s")
     on, off = (_train(tmp_path, 2, *link, o) for o in ("--overlap", "--no-overlap"))

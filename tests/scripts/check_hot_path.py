@@ -13,7 +13,8 @@ For each strategy given (default: native, ring, tree), against a twin reducer wi
    the reducer are refused; after ``close()`` a call is refused;
 4. NaN and inf travel through the plan as through MPI (NaN stays NaN, inf stays inf);
 5. with tracing on, the ring's plan sends through the transport (its messages are on
-   the timeline) and counts them once; with emulated links (1. again) it always does;
+   the timeline) and counts them once; with emulated links and under the virtual clock
+   (1. again) it always does;
 6. the stall inspector's per-call log has one entry per call on the hot path;
 7. a subclass of ``native`` or ``ring`` that overrides ``_allreduce`` is called on a
    planned layout too (the strategies' direct plans are theirs alone).
@@ -167,4 +168,15 @@ if p > 1:
     traced_ring()
     # emulated links: the plan is the algorithm through the emulating transport
     same_as_checked("ring", ranks_per_node=1, inter_link="1us,10GB/s")
+# the virtual clock takes the plans too (it charges the path a cluster's run takes); the
+# ring's sends through the virtual transport, which times and counts every message
+for strategy in ("native", "ring"):
+    same_as_checked(strategy, clock="virtual")
+    # the call's buffer reaches the transport (the virtual clock's cache model), both paths
+    r = mpicomm.make_reducer(strategy, clock="virtual")
+    for n in (300, 300, 50):  # checked, planned, checked
+        r.allreduce(np.ones(n))
+        if r.p2p.footprint != 8 * n:
+            problems.append(f"{strategy}: transport footprint {r.p2p.footprint}, want {8 * n}")
+    r.close()
 report(ok=not problems, error="; ".join(problems) or None)
