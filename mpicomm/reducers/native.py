@@ -78,12 +78,18 @@ class NativeReducer(Reducer):
                 counts.inter_bytes_sent += inter_sent
                 counts.inter_bytes_recv += inter_recv
 
-        def run_sum(buf):  # the common case: a sum within one node
+        def run_sum(buf):  # within one node (no test per call): a sum,
             allreduce(in_place, buf, op_sum)
             counts.bytes_sent += nbytes
             counts.bytes_recv += nbytes
 
-        plan = run_sum if factor is None and not (inter_sent or inter_recv) else run
+        def run_mean(buf):  # a mean (the gradient engine's buckets)
+            allreduce(in_place, buf, op_sum)
+            mul(buf, factor, buf)
+            counts.bytes_sent += nbytes
+            counts.bytes_recv += nbytes
+
+        plan = run if inter_sent or inter_recv else run_sum if factor is None else run_mean
         plan.tests_buffer = True
         return plan
 
