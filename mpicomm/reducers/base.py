@@ -51,11 +51,11 @@ clock, which must see every message). Every other call takes 2.-5. as listed.
 
 What a hot call costs beyond the plan, one rank, wall clock, ns: what leaving each
 piece out saves (``MPICOMM_STALL_WARN_S=0 python experiments/hot_path_pieces.py``,
-1 KiB, min of 40 x 20,000 calls; load 8 from other jobs, 2 ranks on 2 cores pay
-about twice): the two clock reads 120 (``perf_counter`` is ~55 ns on this host),
-the layout lookup 106, the stall log 100 (two list appends), stats 66, the guard
-56, the clock and nvtx tests 46, the owner check 29; in all 585 (``full`` 1069
-against ``plan alone`` 484).
+1 KiB, min of 40 x 20,000 calls, load 1.05; 2 ranks on 2 cores pay about twice):
+the two clock reads 111 (``perf_counter`` is ~55 ns on this host), the layout
+lookup 102, the stall log 91 (two list appends), stats 51, the guard 24, the owner
+check 18, the clock and nvtx tests 15; in all 570 (``full`` 1047 against ``plan
+alone`` 477).
 
 Lifecycle: a reducer is a context manager (``with make_reducer(...) as r:``);
 ``close()`` releases it, a second ``close()`` does nothing, and a call after
