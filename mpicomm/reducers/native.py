@@ -53,7 +53,11 @@ class NativeReducer(Reducer):
         """The hot path: MPI's call itself when the transport is direct (not virtual), the
         scale as a 0-d array of the buffer's dtype (half the cost of a Python float's
         multiply, same rounding) and the counted bytes precomputed. A subclass that
-        overrides ``_allreduce`` gets it (the base plan)."""
+        overrides ``_allreduce`` gets it (the base plan).
+
+        The plan ``tests_buffer``: mpi4py takes the buffer as writable and contiguous
+        before the call sends anything, and raises ``BufferError`` otherwise (the hot path
+        then raises the checked path's error), so ``allreduce`` need not test its flags."""
         comm = self.p2p.direct()
         if comm is None or type(self)._allreduce is not NativeReducer._allreduce:
             return super()._fast_plan(flat, scale)
@@ -67,14 +71,27 @@ class NativeReducer(Reducer):
         def run(buf):
             allreduce(in_place, buf, op_sum)
             if factor is not None:
-                mul(buf, factor, out=buf)
+                mul(buf, factor, buf)  # out= by position: 50 ns less than by keyword
             counts.bytes_sent += nbytes
             counts.bytes_recv += nbytes
             if inter_sent or inter_recv:
                 counts.inter_bytes_sent += inter_sent
                 counts.inter_bytes_recv += inter_recv
 
-        return run
+        def run_sum(buf):  # within one node (no test per call): a sum,
+            allreduce(in_place, buf, op_sum)
+            counts.bytes_sent += nbytes
+            counts.bytes_recv += nbytes
+
+        def run_mean(buf):  # a mean (the gradient engine's buckets)
+            allreduce(in_place, buf, op_sum)
+            mul(buf, factor, buf)
+            counts.bytes_sent += nbytes
+            counts.bytes_recv += nbytes
+
+        plan = run if inter_sent or inter_recv else run_sum if factor is None else run_mean
+        plan.tests_buffer = True
+        return plan
 
     def describe(self) -> dict:
         d = super().describe()
