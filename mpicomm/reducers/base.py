@@ -57,7 +57,8 @@ piece out saves (``MPICOMM_STALL_WARN_S=0 python experiments/hot_path_pieces.py`
 1 KiB, min of 40 x 20,000 calls, load 1.05; 2 ranks on 2 cores pay about twice):
 the two clock reads 111 (``perf_counter`` is ~55 ns on this host), the layout
 lookup 102, the stall log 91 (two list appends), stats 51, the guard 24, the owner
-check 18, the clock and nvtx tests 15; in all 570 (``full`` 1047 against ``plan
+check 18, the clock and nvtx tests 15 (the clock test has since gone: the hot path runs
+under either clock); in all 570 (``full`` 1047 against ``plan
 alone`` 477).
 
 Lifecycle: a reducer is a context manager (``with make_reducer(...) as r:``);
