@@ -123,9 +123,12 @@ def test_fusion_and_overlap_outcomes_of_coursework_exercise_5(tmp_path):
     unfused, fused = (_train(tmp_path, 2, *tiny, "--bucket-mb", b) for b in ("0", "25"))
     assert unfused["bytes_per_step"] == fused["bytes_per_step"]
     assert (unfused["allreduce_calls_per_step"], fused["allreduce_calls_per_step"]) == (98, 1)
-    # medians: a segment's first occurrences are charged as measured, so on a loaded host the
-    # first steps of a 30-step run can double the fused run's mean (1.83 ms against 1.16)
-    assert unfused["step_time_median_s"] > 1.5 * fused["step_time_median_s"]
+    # what fusion saves is per-call communication (2α and the call's own CPU time, 98 times):
+    # the comm per step falls ~10x (1.15 against 0.12 ms). The step falls by that saving, ~2x
+    # on a quiet host; on a loaded one the compute's CPU time is inflated (CI, busy host: 1.72
+    # against 1.46 ms, 1.18x), so the step is held to its direction and the saving to 4x.
+    assert unfused["comm_total_s"] > 4 * fused["comm_total_s"]
+    assert unfused["step_time_median_s"] > fused["step_time_median_s"]
     link = ("--layers", "256,512x8,10", "--bucket-mb", "1", "--ranks-per-node", "1",
             "--inter-link", "50us,0.5GB/s")
     on, off = (_train(tmp_path, 2, *link, o) for o in ("--overlap", "--no-overlap"))
