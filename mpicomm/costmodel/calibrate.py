@@ -291,11 +291,6 @@ class MeasuredLink:
         """The part of ``seconds`` after the latency: the time the message holds a queue."""
         return self.queue_seconds(nbytes)
 
-    def exchange_wire(self, nbytes: int) -> float:
-        """``wire`` of a message sent while its sender also receives (an exchange step):
-        t_x(m) less the one-way latency the receiver adds, so it arrives at t_x(m)."""
-        return self.queue_seconds(nbytes, exchange=True)
-
     def queue_seconds(self, nbytes: int, exchange: bool = False, cold: bool = False) -> float:
         """The time an ``nbytes`` message holds a queue: one way or in an ``exchange``, with
         the data in the caches or (``cold``, when measured) not; less the (warm) latency the

@@ -248,6 +248,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self.stamps = comm.Dup()  # collective, as the transport's creation
         me = self.node_of[self.rank]
         self.local = sum(n == me for n in self.node_of)  # ranks on this rank's node
+        self.share = 0  # ranks per interface: set (with its tables) by ``cross_at_once``
         self.cross_at_once(self.local)
         self._cache = _host_cache(comm, self.model)  # bytes of this host's caches, 0: no model
         self._rendezvous = [_rendezvous(self.model.intra), _rendezvous(self.model.inter)]
@@ -264,6 +265,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         ``nics_per_node`` interfaces (β across nodes x ⌈min(k, local)/c⌉; no limit: x 1)."""
         nics = self.model.nics_per_node
         share = 1 if nics is None else max(1, math.ceil(min(k, self.local) / nics))
+        if share == self.share:  # auto asks before every call: the tables stand
+            return
         self.share = share
         self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
         # (exchange, cold) -> per peer: n -> queue seconds (``_book``)
@@ -430,10 +433,10 @@ class VirtualTransport(BlockingByRequests, Transport):
         until = 0.0
         try:
             remote = self.remote
-            self._flush((any(not m.send and not remote[m.peer] for m in requests),
-                         any(not m.send and remote[m.peer] for m in requests)))
-            sending = (any(m.send and not remote[m.peer] for m in requests),
-                       any(m.send and remote[m.peer] for m in requests))
+            receiving, sending = [False, False], [False, False]  # per class: intra, inter
+            for m in requests:
+                (sending if m.send else receiving)[1 if remote[m.peer] else 0] = True
+            self._flush((receiving[0], receiving[1]))
             self._wait_requests([r for m in requests for r in m.reqs])
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):

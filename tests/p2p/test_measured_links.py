@@ -148,7 +148,7 @@ def test_measured_link_reads_the_exchange_times_when_calibrated(tmp_path):
     for m, t, tx in zip(SIZES, times, _swaps(times), strict=True):
         assert math.isclose(link.seconds(m), t, rel_tol=1e-9), m
         assert math.isclose(link.exchange_seconds(m), tx, rel_tol=1e-9), m
-        assert link.exchange_wire(m) == pytest.approx(tx - link.latency)
+        assert link.queue_seconds(m, exchange=True) == pytest.approx(tx - link.latency)
     _write(tmp_path / "p.json", times)  # no exchange measured: an exchange is two one-ways
     plain, _ = host_links(str(tmp_path / "p.json"))
     assert all(plain.exchange_seconds(m) == plain.seconds(m) for m in SIZES)
@@ -202,7 +202,8 @@ def test_measured_link_reads_the_cold_tables(tmp_path):
         assert link.queue_seconds(m, True, True) == pytest.approx(3 * tx - link.latency)
     _write(tmp_path / "w.json", times, swaps=_swaps(times))  # none measured: warm alone
     warm, _ = host_links(str(tmp_path / "w.json"))
-    assert warm.cold is None and warm.queue_seconds(4096, True, True) == warm.exchange_wire(4096)
+    assert warm.cold is None
+    assert warm.queue_seconds(4096, True, True) == warm.queue_seconds(4096, True)
 
 
 @pytest.mark.slow
