@@ -398,7 +398,7 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
                                    checkpoint_every=0, resume=False, json=None, dedicated=False,
                                    trace=None, trace_steps=None, ps_mode=None, staleness=0,
-                                   tensorboard=None,
+                                   tensorboard=None, zero_stage=1,  # native, not zero
                                    compress="none")  # one rank: nothing on the wire
         try:
             sps = run_training(solo, metrics.solo_comm(), verbose=False)["samples_per_sec"]

@@ -65,3 +65,17 @@ def test_zero_cli_runs_and_refuses(tmp_path):
     assert rec["optimizer_state_bytes"] <= (16 * 24 + 24 + 24 * 4 + 4) * 4 / 2 + 8, rec
     res = run_mpi(2, [*small, "--strategy", "zero", "--compress", "int8"], timeout=60)
     assert res.returncode == 2 and res.stdout.count("--compress is not supported") == 1, res.tail()
+
+
+@pytest.mark.slow  # two mpiexec runs
+def test_zero2_with_baseline_runs(tmp_path):
+    """--baseline times rank 0 alone under native: the zero-only --zero-stage 2 must not follow
+    it there (it stopped the run with "--zero-stage needs --strategy zero")."""
+    out = tmp_path / "z.json"
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--layers", "16,24,4", "--steps", "3",
+                      "--train-samples", "256", "--test-samples", "32", "--eval-samples", "64",
+                      "--log-every", "0", "--strategy", "zero", "--zero-stage", "2",
+                      "--baseline", "--json", str(out)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["baseline_samples_per_sec"] > 0 and rec["scaling_efficiency"] > 0, rec
