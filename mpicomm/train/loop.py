@@ -281,7 +281,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         rec = _trace_step(tracer, step, window)
         lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
         engine.start_step(step, lr)
-        loss, compute = _forward_backward(cfg, job, engine, rec)               # 5a.
+        loss, compute, in_backward = _forward_backward(cfg, job, engine, rec)  # 5a.
         t2 = perf()
         for bucket in engine.reduced():                                        # 5b.
             t = perf() if rec is not None else 0.0
@@ -296,7 +296,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         losses[i] = float(loss)
         _log(cfg, world, step, i, lr, losses, times, t4 - t0)
         t5 = perf()
-        times[i] = (t5 - t0, compute, exposed, t4 - t2 - exposed, total)
+        times[i] = (t5 - t0, compute, exposed, t4 - t2 - (exposed - in_backward), total)
         out["ends"][i] = t5 - origin
         if rec is not None:
             rec.complete(f"step {step}", "step", t0, t5, thread="training")
@@ -323,10 +323,11 @@ def _ran(out: dict, n: int) -> dict:
 
 
 def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine,
-                      rec: Any) -> tuple[float, float]:
-    """Run the step's micro-batches; return (summed mean loss / K, compute seconds)."""
+                      rec: Any) -> tuple[float, float, float]:
+    """Run the step's micro-batches; return (summed mean loss / K, compute seconds, seconds of
+    communication the engine spent inside backward, which are not compute)."""
     perf = clock.now
-    loss, compute, K = 0.0, 0.0, cfg.accumulate
+    loss, compute, in_backward, K = 0.0, 0.0, 0.0, cfg.accumulate
     for k in range(K):
         xb, yb = job.shard.next()
         t = perf()
@@ -335,11 +336,13 @@ def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine,
         loss += float(job.model.forward(xb, yb))
         if rec is not None:
             rec.complete("forward", "forward", t, perf(), thread="training")
+        sent = engine.comm_exposed_s  # ZeRO-2 reduce-scatters inside backward: comm, not compute
         engine.backward(job.model.backward(), last=k == K - 1)
         if engine.on_gpu:
             sync_device(job.model.grads)
-        compute += perf() - t
-    return loss / K, compute
+        in_backward += engine.comm_exposed_s - sent
+        compute += perf() - t - (engine.comm_exposed_s - sent)
+    return loss / K, compute, in_backward
 
 
 def _trace_step(tracer: TraceFile | None, step: int, window: tuple[int, int]) -> Any:

@@ -79,3 +79,23 @@ def test_zero2_with_baseline_runs(tmp_path):
     assert res.returncode == 0 and not res.timed_out, res.tail()
     rec = json.loads(out.read_text())["results"][0]
     assert rec["baseline_samples_per_sec"] > 0 and rec["scaling_efficiency"] > 0, rec
+
+
+@pytest.mark.slow  # one mpiexec run
+def test_zero2_step_shares_add_up(tmp_path):
+    """ZeRO-2 reduce-scatters inside backward: that time is communication, not compute, and
+    not subtracted from the optimizer twice (optimizer_s came out negative, the shares > 100%).
+    Virtual clock: the reduce-scatter costs 50 us + bytes/0.1 GB/s, far above the SGD update."""
+    out = tmp_path / "z.json"
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--layers", "16,24,4", "--steps", "6",
+                      "--train-samples", "256", "--test-samples", "32", "--eval-samples", "64",
+                      "--log-every", "0", "--strategy", "zero", "--zero-stage", "2",
+                      "--clock", "virtual", "--ranks-per-node", "1",
+                      "--inter-link", "50us,0.1GB/s", "--json", str(out)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["clock"] == "virtual", rec
+    parts = [rec[k] for k in ("compute_s", "comm_exposed_s", "optimizer_s", "other_s")]
+    assert min(parts) >= 0, rec
+    assert sum(parts) == pytest.approx(rec["step_time_mean_s"], rel=1e-6), rec
+    assert rec["comm_exposed_s"] > 2 * 50e-6, rec  # reduce-scatter and allgather counted
