@@ -55,6 +55,22 @@ def test_one_rank_is_refused_in_one_line():
     assert "samples/s" not in res.stdout
 
 
+@pytest.mark.slow  # two mpiexec runs
+@pytest.mark.parametrize("strategies, compress, message", [
+    ("ring,native", "int8", "compress='int8' is not available with strategy 'native'"),
+    ("ring,ps:async", "topk:0.1", "--compress topk:0.1 under --ps-mode"),
+])
+def test_a_later_strategy_refuses_before_the_first_runs(strategies, compress, message):
+    """Every strategy's refusal comes before any run: the ring used to train first, then the
+    second strategy aborted the job mid-comparison."""
+    res = run_mpi(2, [*COMPARE, *SMALL, *TINY, "--repeats", "1", "--strategies", strategies,
+                      "--compress", compress], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count(message) == 1, res.tail()
+    assert "round 1/1: ring" not in out and "Abort" not in out, res.tail()
+
+
 @pytest.mark.parametrize("command", ["compare", "train", "bench", "model"])
 def test_gpu_without_cupy_is_one_line(command):
     pytest.importorskip("numpy")

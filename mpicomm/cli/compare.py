@@ -39,9 +39,9 @@ from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.p2p import virtual
-from mpicomm.reducers import strategies
+from mpicomm.reducers import check_request, strategies
 from mpicomm.train import loop as T
-from mpicomm.train import metrics
+from mpicomm.train import metrics, ps_setup
 from mpicomm.train.config import add_arguments as config_arguments
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
@@ -142,7 +142,13 @@ def _configure(args: argparse.Namespace, names: list[str],
         )
     flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
     cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
-    return cfg, {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
+    run_cfgs = {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
+    for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
+        if run_cfg.ps_mode:
+            ps_setup.check_ps_flags(run_cfg, size, single_run=False)
+        else:
+            check_request(run_cfg.strategy, **run_cfg.reducer_options())
+    return cfg, run_cfgs
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from mpicomm.reducers.recursive_doubling import RecursiveDoublingReducer
 from mpicomm.reducers.ring import RingReducer
 from mpicomm.reducers.tree import TreeReducer
 
-__all__ = ["REDUCERS", "make_reducer", "Reducer", "MismatchError", "strategies"]
+__all__ = ["REDUCERS", "make_reducer", "check_request", "Reducer", "MismatchError", "strategies"]
 
 REDUCERS: dict[str, type[Reducer]] = {
     "native": NativeReducer,
@@ -60,17 +60,25 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     Returns:
         A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean", key=None)`` works in place.
     """
+    opts = check_request(name, **options)
+    cls = REDUCERS[name]
+    if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
+        cls = MultiRingReducer
+    base = MPI.COMM_WORLD if comm is None else comm
+    check_same_request(base, name, opts)
+    return cls(base, opts)
+
+
+def check_request(name: str, **options) -> ReducerOptions:
+    """Return ``name``'s options checked without MPI: ``ConfigError`` for an unknown strategy
+    or option, or a codec the strategy cannot run (``compare`` asks for each strategy first)."""
     cls = REDUCERS.get(name)
     if cls is None:
         raise ConfigError(f"unknown strategy {name!r}; valid strategies: {', '.join(REDUCERS)}")
     opts = ReducerOptions.from_kwargs(f"make_reducer({name!r})", **options)
     kind = parse_compress(opts.compress)[0]
     cls.check_compress(opts, [n for n, c in REDUCERS.items() if kind in c.compressions])
-    if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
-        cls = MultiRingReducer
-    base = MPI.COMM_WORLD if comm is None else comm
-    check_same_request(base, name, opts)
-    return cls(base, opts)
+    return opts
 
 
 def check_same_request(comm: MPI.Comm, name: str, opts: ReducerOptions) -> None:
