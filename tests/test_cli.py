@@ -157,3 +157,31 @@ def test_every_command_checks_its_output_paths_first(argv):
     out = res.stdout + res.stderr
     assert out.count("folder /nonexistent does not exist") == 1, out
     assert "# mpicomm bench" not in out and "samples/s" not in out, out  # nothing ran
+
+
+def test_tensorboard_folder_checked_first(tmp_path):
+    """--tensorboard DIR is made at the end of the run: a file in its way used to crash the job
+    there with a traceback (NotADirectoryError), after the training, the JSON unwritten."""
+    from argparse import Namespace
+
+    from mpicomm.core.outputs import check_outputs
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert "is a file, not a folder" in check_outputs(Namespace(tensorboard=str(afile)))
+    assert f"{afile} is a file" in check_outputs(Namespace(tensorboard=str(afile / "a" / "b")))
+    assert check_outputs(Namespace(tensorboard=str(tmp_path / "new" / "deeper"))) is None
+    assert check_outputs(Namespace(tensorboard=str(tmp_path))) is None
+    assert not (tmp_path / "new").exists()  # checked, nothing made
+
+
+@pytest.mark.slow  # one mpiexec run
+def test_tensorboard_onto_a_file_stops_before_the_run(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--layers", "8,16,4", "--steps", "100000",
+                      "--tensorboard", str(afile)], timeout=60)
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, out
+    assert out.count(f"--tensorboard {afile}: is a file, not a folder") == 1, out
+    assert "Traceback" not in out and "samples/s" not in out, out
