@@ -185,3 +185,19 @@ def test_tensorboard_onto_a_file_stops_before_the_run(tmp_path):
     assert not res.timed_out and res.returncode == 2, out
     assert out.count(f"--tensorboard {afile}: is a file, not a folder") == 1, out
     assert "Traceback" not in out and "samples/s" not in out, out
+
+
+def test_two_outputs_onto_one_file_are_refused(tmp_path):
+    """--json onto the --checkpoint file silently replaced the checkpoint at the run's end."""
+    from argparse import Namespace
+
+    from mpicomm.core.outputs import check_outputs
+
+    ck = str(tmp_path / "ck.npz")
+    msg = check_outputs(Namespace(json=ck, checkpoint=ck, trace=None))
+    assert msg.startswith("--json and --checkpoint both write"), msg
+    other = str(tmp_path / "sub" / ".." / "t.json")
+    (tmp_path / "sub").mkdir()
+    msg = check_outputs(Namespace(json=other, trace=str(tmp_path / "t.json")))
+    assert msg and "--json and --trace both write" in msg, msg
+    assert check_outputs(Namespace(json=ck + ".json", checkpoint=ck, trace=None)) is None

@@ -5,8 +5,9 @@
 and be writable, the path must not be a folder, an existing file must be
 writable. The ``--tensorboard`` folder, made with its parents at the end, must
 not be a file, nor lie under one, and its nearest existing folder must be
-writable. It returns the first problem as one line, or None. The training
-command calls it on every rank and stops every rank (exit 2) if any rank saw one.
+writable; no two flags may name one file. It returns the first problem as one
+line, or None. The training command calls it on every rank and stops every
+rank (exit 2) if any rank saw one.
 """
 
 from __future__ import annotations
@@ -59,4 +60,18 @@ def check_outputs(cfg: Any, flags: tuple[str, ...] = OUTPUT_FLAGS) -> str | None
             problem = check(flag.replace("_", "-"), str(path))
             if problem is not None:
                 return problem
+    return _same_file(cfg, flags)
+
+
+def _same_file(cfg: Any, flags: tuple[str, ...]) -> str | None:
+    """Two output flags naming one file: the later write would replace the earlier's."""
+    seen: dict[str, str] = {}
+    for flag in flags:
+        path = getattr(cfg, flag, None)
+        if path:
+            key = os.path.realpath(str(path))
+            if key in seen:
+                return (f"--{seen[key]} and --{flag.replace('_', '-')} both write {path}: "
+                        "one would overwrite the other; give each its own file")
+            seen[key] = flag.replace("_", "-")
     return None
