@@ -94,7 +94,8 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
                ("--trace", bool(cfg.trace)), ("--straggler/--jitter",
                                                 bool(cfg.straggler or cfg.jitter)),
                ("--device gpu", cfg.device != "cpu"), ("--baseline", cfg.baseline),
-               ("--bucket-mb", cfg.bucket_mb != 25.0)]
+               ("--bucket-mb", cfg.bucket_mb != 25.0),
+               ("--dedicated", cfg.dedicated)]  # every rank holds a part: none can only serve
     for flag, bad in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with "

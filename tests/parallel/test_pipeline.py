@@ -74,6 +74,9 @@ def test_split_layers_contiguous():
     (dict(pipeline_stages=2, strategy="zero"), "--strategy zero"),
     (dict(pipeline_stages=2, accumulate=2), "--accumulate"),
     (dict(pipeline_stages=2, schedule="zigzag"), "--schedule must be"),
+    # a ps server would hold no stage: the job died with "rank 1 is a dedicated server"
+    (dict(pipeline_stages=2, strategy="ps", dedicated=True), "--dedicated"),
+    (dict(tensor_parallel=2, strategy="ps", dedicated=True), "--dedicated"),
 ])
 def test_pipeline_refuses_flags(flags, match):
     with pytest.raises(ConfigError, match=match):
