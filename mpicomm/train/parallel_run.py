@@ -95,7 +95,8 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
                                                 bool(cfg.straggler or cfg.jitter)),
                ("--device gpu", cfg.device != "cpu"), ("--baseline", cfg.baseline),
                ("--bucket-mb", cfg.bucket_mb != 25.0),
-               ("--dedicated", cfg.dedicated)]  # every rank holds a part: none can only serve
+               ("--dedicated", cfg.dedicated),  # every rank holds a part: none can only serve
+               ("--tensorboard", bool(cfg.tensorboard))]  # the loop's writer: not this runner
     for flag, bad in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with "

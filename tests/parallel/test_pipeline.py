@@ -77,6 +77,9 @@ def test_split_layers_contiguous():
     # a ps server would hold no stage: the job died with "rank 1 is a dedicated server"
     (dict(pipeline_stages=2, strategy="ps", dedicated=True), "--dedicated"),
     (dict(tensor_parallel=2, strategy="ps", dedicated=True), "--dedicated"),
+    # printed "wrote TensorBoard scalars under DIR" and wrote nothing
+    (dict(pipeline_stages=2, tensorboard="runs"), "--tensorboard"),
+    (dict(tensor_parallel=2, tensorboard="runs"), "--tensorboard"),
 ])
 def test_pipeline_refuses_flags(flags, match):
     with pytest.raises(ConfigError, match=match):
