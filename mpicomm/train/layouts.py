@@ -35,6 +35,7 @@ import numpy as np
 from mpicomm.train import loop as T
 from mpicomm.train import metrics
 from mpicomm.train.parallel_run import check_parallel_flags
+from mpicomm.train.zero_setup import check_zero_flags
 
 __all__ = ["layout_config", "run", "LAYOUT_COLUMNS"]
 
@@ -56,8 +57,10 @@ def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
     if name == "dp":
         return dataclasses.replace(cfg, strategy="ring", **plain)
     if name in ("zero", "zero1", "zero2"):
-        return dataclasses.replace(cfg, **{**plain, "strategy": "zero",
-                                           "zero_stage": 2 if name == "zero2" else 1})
+        run_cfg = dataclasses.replace(cfg, **{**plain, "strategy": "zero",
+                                              "zero_stage": 2 if name == "zero2" else 1})
+        check_zero_flags(run_cfg)  # refused before the first layout runs
+        return run_cfg
     m = _MODEL.match(name)
     if m is None:
         raise T.ConfigError(f"--layouts: unknown layout {name!r}; valid: dp, zero, zero2, ppK, "

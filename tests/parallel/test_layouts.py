@@ -21,6 +21,11 @@ def test_layout_names():
         layout_config(cfg, "dp3xpp2", 4)
     with pytest.raises(ConfigError, match="unknown layout"):
         layout_config(cfg, "fsdp", 4)
+    # zero's refusals before any layout runs (dp trained, then zero aborted the job)
+    with pytest.raises(ConfigError, match="--compress is not supported with --strategy zero"):
+        layout_config(TrainConfig(compress="int8"), "zero", 4)
+    with pytest.raises(ConfigError, match="--accumulate is not supported with --strategy zero"):
+        layout_config(TrainConfig(accumulate=2), "zero2", 4)
 
 
 @pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
