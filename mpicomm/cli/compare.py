@@ -158,6 +158,12 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "layouts", None):  # parallelism layouts side by side
         from mpicomm.train import layouts
 
+        if args.strategies != ",".join(DEFAULT_STRATEGIES):  # every layout syncs by the ring
+            if metrics.world().Get_rank() == 0:
+                print("mpicomm compare: error: --strategies has no effect with --layouts (every "
+                      "layout reduces with the ring; docs/parallelism.md); give one or the other",
+                      flush=True)
+            return 2
         return layouts.run(args)
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0

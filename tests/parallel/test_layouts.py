@@ -47,3 +47,13 @@ def test_compare_layouts_same_losses_and_memory_columns(tmp_path):
     assert recs["zero"]["optimizer_state_bytes"] < recs["dp"]["optimizer_state_bytes"] / 3
     assert recs["tp4"]["param_bytes"] < recs["dp"]["param_bytes"] / 2
     assert "layout" in res.stdout and "act KB" in res.stdout
+
+
+@pytest.mark.slow  # one mpiexec run
+def test_layouts_refuse_strategies():
+    """--strategies beside --layouts was ignored without a word (every layout runs the ring)."""
+    res = run_mpi(2, ["-m", "mpicomm", "compare", "--layouts", "dp,tp2", "--strategies",
+                      "hierarchical", "--layers", "8,16,16,4", "--steps", "100000"], timeout=60)
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert out.count("--strategies has no effect with --layouts") == 1, res.tail()
