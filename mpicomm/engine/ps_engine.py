@@ -82,6 +82,7 @@ class PSEngine:
         self._micro, self._step, self._lr = 0, 0, 0.0
         self._closed = False
         self.comm_total_s = self.comm_exposed_s = 0.0
+        self.server_params = None  # compressed: the servers' exact parameters (sync_state)
 
     def start_step(self, step: int, lr: float) -> None:
         """Say which step this is and the learning rate the servers apply to it."""
@@ -126,8 +127,14 @@ class PSEngine:
         return out
 
     def sync_state(self, momentum: Any) -> None:
-        """Fill ``momentum`` with the servers' (between two sync steps, for a checkpoint)."""
-        self.client.snapshot(momentum)
+        """Fill ``momentum`` with the servers' (between two sync steps, for a checkpoint);
+        with a codec also ``server_params`` with their exact parameters."""
+        if getattr(self.client, "codec", None) is None:
+            self.client.snapshot(momentum)
+            return
+        if self.server_params is None:
+            self.server_params = np.empty_like(self.params)
+        self.client.snapshot(momentum, self.server_params)
 
     def close(self) -> None:
         """Tell the servers this worker is done; receive their final parameters (once)."""

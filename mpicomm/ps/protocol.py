@@ -11,7 +11,9 @@ Every message is a contiguous NumPy buffer sent with mpi4py's buffer calls
 A finished worker sends the header (DONE, steps, 0, 0) and then receives the
 servers' final parameters (TAG_FINAL), so every worker ends with the servers'
 model. For a checkpoint (sync only), worker 0 sends the header (SNAPSHOT, step,
-0, 0) between two steps and receives each server's momentum range (TAG_SNAPSHOT).
+0, 0) between two steps and receives each server's momentum range (TAG_SNAPSHOT),
+then, with a codec, its exact parameter range (same tag: the workers hold the
+decoded pulls).
 Servers take headers from ``MPI.ANY_SOURCE`` and read the sender from
 the status: arrival order is the order pushes are applied in (async/ssp).
 """

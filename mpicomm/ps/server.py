@@ -74,13 +74,16 @@ class PSServer:
         velocity: the shared velocity to start from (a resumed sync run); zeros if None.
         codec: encode pushes and pulls with it (``encode``/``decode``/``wire_bytes`` of an
             fp16/int8 codec); None: plain floats.
+        held: with a codec, the parameters the workers hold (the decoded pulls; a resumed
+            run's checkpoint); ``params`` if None.
     """
 
     def __init__(self, transport: Any, layout: Layout, params: np.ndarray,
                  make_optimizer: Callable[..., Callable[[float], None]], mode: str,
                  staleness: int = 0, budget: int | None = None,
                  lookahead: LookAheadMomentum | None = None,
-                 velocity: np.ndarray | None = None, codec: Any = None) -> None:
+                 velocity: np.ndarray | None = None, codec: Any = None,
+                 held: np.ndarray | None = None) -> None:
         self.p2p, self.layout, self.mode, self.S, self.budget = (transport, layout, mode,
                                                                  staleness, budget)
         self.shard = layout.shard_of(transport.rank)
@@ -107,7 +110,7 @@ class PSServer:
             nb = codec.wire_bytes(width)
             self.msg_in = np.empty((W if mode == "sync" else 1, nb), dtype=np.uint8)
             self.msg_out = np.empty((W, nb), dtype=np.uint8)
-            self.view = np.repeat(params[None, :], W, axis=0)
+            self.view = np.repeat((params if held is None else held)[None, :], W, axis=0)
             self.delta = np.empty_like(params)
 
     # ------------------------------------------------------------ the loop
@@ -128,6 +131,8 @@ class PSServer:
                 self.done[i] = True
             elif hdr[0] == P.CMD_SNAPSHOT:  # sync, between two steps: this shard's momentum
                 p2p.send(self.v, src, P.TAG_SNAPSHOT)
+                if self.codec is not None:  # and its exact parameters (workers hold pulls)
+                    p2p.send(self.p, src, P.TAG_SNAPSHOT)
                 continue
             elif self.mode == "sync":
                 self._take_push(self.rows[i], i, src)

@@ -78,19 +78,24 @@ class PSWorker:
         self.steps += 1
         return bool(self.status[0, 0])
 
-    def snapshot(self, momentum: Any) -> None:
-        """Between two sync steps: receive every server's momentum range into ``momentum``."""
-        self._ask(P.CMD_SNAPSHOT, momentum, P.TAG_SNAPSHOT)
+    def snapshot(self, momentum: Any, params: Any = None) -> None:
+        """Between two sync steps: receive every server's momentum range into ``momentum``;
+        with a codec also its exact parameters into ``params`` (this worker holds the decoded
+        pulls, which differ from them by the rounding the next pull will carry)."""
+        self._ask(P.CMD_SNAPSHOT, momentum, P.TAG_SNAPSHOT,
+                  params if self.codec is not None else None)
 
     def finish(self, params: Any) -> None:
         """Tell every server this worker is done; receive the final parameters in place."""
         self._ask(P.CMD_DONE, params, P.TAG_FINAL)
 
-    def _ask(self, cmd: float, into: Any, tag: int) -> None:
-        """Send header (cmd, steps) to every server; receive each one's range of ``into``."""
+    def _ask(self, cmd: float, into: Any, tag: int, then: Any = None) -> None:
+        """Send header (cmd, steps) to every server; receive each one's range of ``into``
+        (and then, same tag, of ``then``)."""
         p2p, b = self.p2p, self.layout.bounds
         self.header[:] = (cmd, self.steps, 0.0, 0.0)
-        reqs = [p2p.irecv(into[b[s] : b[s + 1]], srv, tag)
+        reqs = [p2p.irecv(buf[b[s] : b[s + 1]], srv, tag)
+                for buf in (into, then) if buf is not None
                 for s, srv in enumerate(self.layout.servers)]
         reqs += [p2p.isend(self.header, srv, P.TAG_HEADER) for srv in self.layout.servers]
         p2p.waitall(reqs)

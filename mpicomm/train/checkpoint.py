@@ -10,7 +10,8 @@ import numpy as np
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.model import num_params
 
-__all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "save_checkpoint", "load_checkpoint"]
+__all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "save_checkpoint", "load_checkpoint",
+           "PS_SERVER_PARAMS"]
 
 CHECKPOINT_FORMAT = "mpicomm-train-checkpoint-v1"
 
@@ -74,6 +75,7 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
     return ck
 
 
+PS_SERVER_PARAMS = "ps_server_params"  # compressed ps:sync: the servers' exact parameters
 CODEC_PREFIX = "codec_state__"  # checkpoint keys of the reducer's codec error-feedback arrays
 
 

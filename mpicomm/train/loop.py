@@ -39,6 +39,7 @@ from mpicomm.reducers import make_reducer
 from mpicomm.train import metrics, parallel_run, ps_setup, tensorboard, zero_setup
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (
+    PS_SERVER_PARAMS,
     CheckpointError,
     codec_state_arrays,
     load_checkpoint,
@@ -304,7 +305,9 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
             codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
             if world.worker_rank == 0:
                 engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
-                _save(cfg, world, job, step, codec)
+                exact = getattr(engine, "server_params", None)  # compressed PS: theirs too
+                _save(cfg, world, job, step,
+                      codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
         nvtx.pop()

@@ -21,6 +21,7 @@ from mpicomm.core.options import ReducerOptions
 from mpicomm.engine import PSEngine, ps_codec
 from mpicomm.ps import PSGroup, PSServer, layout
 from mpicomm.ps.lookahead import LookAheadMomentum
+from mpicomm.train.checkpoint import PS_SERVER_PARAMS
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.model import MLP, num_params
 from mpicomm.train.sgd import SGD
@@ -67,10 +68,12 @@ def make_ps_engine(cfg: TrainConfig, group: PSGroup, model: Any) -> PSEngine | N
         return PSEngine(group.client(np.dtype(cfg.dtype)), model.params, model.grads,
                         accumulate=cfg.accumulate)
     lo, hi = group.shard()
-    velocity = None
+    velocity = held = None
     if cfg.resume:  # the workers checked the file in set-up; a sync run only
         with np.load(cfg.checkpoint, allow_pickle=False) as ck:
-            shard = ck["params"][lo:hi].astype(cfg.dtype)
+            held = ck["params"][lo:hi].astype(cfg.dtype)  # what the workers hold
+            exact = ck[PS_SERVER_PARAMS] if PS_SERVER_PARAMS in ck.files else ck["params"]
+            shard = exact[lo:hi].astype(cfg.dtype)  # compressed: the servers' own sum
             velocity = ck["momentum"][lo:hi].astype(cfg.dtype)
     else:
         shard = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=np).params[lo:hi].copy()
@@ -86,5 +89,5 @@ def make_ps_engine(cfg: TrainConfig, group: PSGroup, model: Any) -> PSEngine | N
         ahead = LookAheadMomentum(shard, W, cfg.momentum, cfg.weight_decay)
     group.attach_server(PSServer(group.p2p, group.layout, shard, make_optimizer, mode,
                                  cfg.staleness, None if mode == "sync" else cfg.steps * W,
-                                 ahead, velocity, group.codec))
+                                 ahead, velocity, group.codec, held))
     return None
