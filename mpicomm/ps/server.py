@@ -107,7 +107,7 @@ class PSServer:
         self._lr = 0.0
         self.codec = codec
         if codec is not None:  # messages and each worker's copy of the parameters, made once
-            nb = codec.wire_bytes(width)
+            nb = codec.wire_bytes(width, params.dtype)  # int8: scales in the dtype
             self.msg_in = np.empty((W if mode == "sync" else 1, nb), dtype=np.uint8)
             self.msg_out = np.empty((W, nb), dtype=np.uint8)
             self.view = np.repeat((params if held is None else held)[None, :], W, axis=0)

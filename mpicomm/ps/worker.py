@@ -43,8 +43,10 @@ class PSWorker:
         self.codec = codec
         if codec is not None:  # one message buffer per server and direction, made once
             sizes = [b[s + 1] - b[s] for s in range(S)]
-            self.push_msg = [np.empty(codec.wire_bytes(n), dtype=np.uint8) for n in sizes]
-            self.pull_msg = [np.empty(codec.wire_bytes(n), dtype=np.uint8) for n in sizes]
+            self.push_msg = [np.empty(codec.wire_bytes(n, dtype), dtype=np.uint8)
+                             for n in sizes]
+            self.pull_msg = [np.empty(codec.wire_bytes(n, dtype), dtype=np.uint8)
+                             for n in sizes]
             self.delta = [np.empty(n, dtype=dtype) for n in sizes]
 
     def push_pull(self, grads: Any, params: Any, step: int, lr: float) -> bool:

@@ -32,6 +32,18 @@ def test_async_int8_moves_a_third_of_the_bytes_and_still_learns(tmp_path):
     assert small["final_loss"] == pytest.approx(plain["final_loss"], rel=0.1)
 
 
+@pytest.mark.slow  # two 3-rank training runs
+def test_int8_in_float64(tmp_path):
+    """int8 keeps one scale per chunk in the gradient's dtype: the PS sized its messages for
+    float32 scales, so float64 died in the first encode (shapes (212,) and (196,))."""
+    ps = ["--strategy", "ps", "--ps-mode", "sync", "--steps", "10", "--dtype", "float64"]
+    plain = _train(3, tmp_path, "plain", *ps)
+    small = _train(3, tmp_path, "int8", *ps, "--compress", "int8")
+    assert small["reducer"]["compress"] == "int8", small
+    assert small["bytes_per_step"] / plain["bytes_per_step"] <= 0.25, (small, plain)  # ~1/8
+    assert small["final_loss"] == pytest.approx(plain["final_loss"], rel=0.05)
+
+
 @pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_sync_fp16_stays_close_to_plain(tmp_path):
     ps = ["--strategy", "ps", "--ps-mode", "sync", "--servers", "2", "--steps", "20",
