@@ -71,6 +71,24 @@ def test_a_later_strategy_refuses_before_the_first_runs(strategies, compress, me
     assert "round 1/1: ring" not in out and "Abort" not in out, res.tail()
 
 
+@pytest.mark.slow  # one mpiexec run each
+@pytest.mark.parametrize("flags, message", [
+    (["--strategies", "ring", "--zero-stage", "2"], "--zero-stage needs --strategy zero"),
+    # ran every strategy, then died on KeyError 'param_crc32' (ps:sync: refused after ring ran)
+    (["--strategies", "ring,ps:sync", "--pipeline-stages", "2", "--layers", "8,16,16,4"],
+     "compare --strategies times data-parallel strategies"),
+    (["--strategies", "ring", "--tensor-parallel", "2", "--layers", "8,16,16,4"],
+     "compare --strategies times data-parallel strategies"),
+])
+def test_compare_refuses_before_any_run(flags, message):
+    """A flag no strategy of the list can honour: one line, exit 2, before the first round."""
+    res = run_mpi(2, [*COMPARE, *SMALL, "--repeats", "1", *flags], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count(message) == 1, res.tail()
+    assert "round 1/1" not in out and "Abort" not in out and "Traceback" not in out, res.tail()
+
+
 @pytest.mark.parametrize("command", ["compare", "train", "bench", "model"])
 def test_gpu_without_cupy_is_one_line(command):
     pytest.importorskip("numpy")

@@ -41,7 +41,7 @@ from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.p2p import virtual
 from mpicomm.reducers import check_request, strategies
 from mpicomm.train import loop as T
-from mpicomm.train import metrics, ps_setup
+from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
 from mpicomm.train.config import add_arguments as config_arguments
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
@@ -142,8 +142,14 @@ def _configure(args: argparse.Namespace, names: list[str],
         )
     flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
     cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
+    if parallel_run.is_model_parallel(cfg):  # the table, reading and model are data-parallel
+        raise T.ConfigError("--pipeline-stages / --tensor-parallel: compare --strategies times "
+                            "data-parallel strategies; put layouts side by side with "
+                            "--layouts dp,ppK,tpK,dpAxppK (docs/parallelism.md)")
     run_cfgs = {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
+        zero_setup.check_zero_flags(run_cfg)
+        parallel_run.check_parallel_flags(run_cfg, size)
         if run_cfg.ps_mode:
             ps_setup.check_ps_flags(run_cfg, size, single_run=False)
         else:
