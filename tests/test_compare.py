@@ -79,6 +79,8 @@ def test_a_later_strategy_refuses_before_the_first_runs(strategies, compress, me
      "compare --strategies times data-parallel strategies"),
     (["--strategies", "ring", "--tensor-parallel", "2", "--layers", "8,16,16,4"],
      "compare --strategies times data-parallel strategies"),
+    # ignored without a word: only ps:ssp takes a bound
+    (["--strategies", "ring,ps:async", "--staleness", "2"], "--staleness 2 bounds ps:ssp only"),
 ])
 def test_compare_refuses_before_any_run(flags, message):
     """A flag no strategy of the list can honour: one line, exit 2, before the first round."""

@@ -146,7 +146,11 @@ def _configure(args: argparse.Namespace, names: list[str],
         raise T.ConfigError("--pipeline-stages / --tensor-parallel: compare --strategies times "
                             "data-parallel strategies; put layouts side by side with "
                             "--layouts dp,ppK,tpK,dpAxppK (docs/parallelism.md)")
-    run_cfgs = {name: _run_config(cfg, name, getattr(args, "staleness", 0)) for name in names}
+    bound = getattr(args, "staleness", 0)
+    if bound and "ps:ssp" not in names:
+        raise T.ConfigError(f"--staleness {bound} bounds ps:ssp only, which --strategies does "
+                            "not name")
+    run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
         zero_setup.check_zero_flags(run_cfg)
         parallel_run.check_parallel_flags(run_cfg, size)
