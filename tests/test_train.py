@@ -352,6 +352,21 @@ def test_topk_resume_is_bit_identical_in_float64(tmp_path):
     np.testing.assert_array_equal(vres, vfull)
 
 
+@pytest.mark.slow  # two 2-rank runs
+def test_topk_checkpoint_resumed_without_topk_is_refused(tmp_path):
+    """The residuals cannot go on without top-k: one line and exit 2 on every rank (it was a
+    ValueError from every rank's engine, exit 1)."""
+    ck = tmp_path / "k.npz"
+    ok(train(2, *SMALL, "--strategy", "ring", "--compress", "topk:0.1", "--steps", "3",
+             "--checkpoint", ck))
+    res = train(2, *SMALL, "--strategy", "ring", "--compress", "int8", "--steps", "6",
+                "--checkpoint", ck, "--resume")
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("holds top-k error-feedback residuals; this run has --compress int8") == 1, out
+    assert "Traceback" not in out and "Abort" not in out, out
+
+
 @pytest.mark.parametrize("flag, path, fragment", [
     ("--json", "/nonexistent/x.json", "folder /nonexistent does not exist"),
     ("--trace", "/nonexistent/t.json", "--trace /nonexistent/t.json"),

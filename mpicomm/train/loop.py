@@ -222,6 +222,11 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         job.start_step = int(ck["step"])
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
         job.codec_state = restore_codec_state(ck, world.comm.Get_rank())
+        if job.codec_state is not None and not str(cfg.compress).startswith("topk"):
+            raise CheckpointError(
+                f"checkpoint {cfg.checkpoint} holds top-k error-feedback residuals; this run "
+                f"has --compress {cfg.compress}, which keeps none: resume with the --compress "
+                "topk:RATIO the checkpoint was made with")
     return job
 
 
