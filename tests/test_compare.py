@@ -81,6 +81,9 @@ def test_a_later_strategy_refuses_before_the_first_runs(strategies, compress, me
      "compare --strategies times data-parallel strategies"),
     # ignored without a word: only ps:ssp takes a bound
     (["--strategies", "ring,ps:async", "--staleness", "2"], "--staleness 2 bounds ps:ssp only"),
+    # ps:async's server (rank 1 of 2) runs no step: its delay was ignored for that run
+    (["--strategies", "ring,ps:async", "--straggler", "1:20"],
+     "rank 1 is a dedicated parameter server"),
 ])
 def test_compare_refuses_before_any_run(flags, message):
     """A flag no strategy of the list can honour: one line, exit 2, before the first round."""

@@ -57,6 +57,12 @@ def test_world_checks_accept_what_fits():
         check_world(TrainConfig(strategy="ps", dedicated=True, servers=1, batch_size=8193), 3)
     with pytest.raises(ConfigError, match="--straggler 4:5"):
         check_world(TrainConfig(straggler=("4:5",)), 4)
+    # a dedicated server runs no step: its straggler delay was ignored without a word
+    for ps in (dict(ps_mode="async"), dict(dedicated=True)):
+        with pytest.raises(ConfigError, match="rank 3 is a dedicated parameter server"):
+            check_world(TrainConfig(strategy="ps", straggler=("3:20",), **ps), 4)
+        check_world(TrainConfig(strategy="ps", straggler=("2:20",), **ps), 4)
+    check_world(TrainConfig(strategy="ps", straggler=("3:20",)), 4)  # colocated: a worker
     with pytest.raises(ConfigError, match="use one of 1, 2, 3, 6"):
         check_world(TrainConfig(ranks_per_node=4), 6)
 

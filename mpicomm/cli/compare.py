@@ -43,6 +43,7 @@ from mpicomm.reducers import check_request, strategies
 from mpicomm.train import loop as T
 from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
 from mpicomm.train.config import add_arguments as config_arguments
+from mpicomm.train.config import check_world
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
 
@@ -152,6 +153,7 @@ def _configure(args: argparse.Namespace, names: list[str],
                             "not name")
     run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
+        check_world(run_cfg, size)  # e.g. a --straggler on what is ps:MODE's server
         zero_setup.check_zero_flags(run_cfg)
         parallel_run.check_parallel_flags(run_cfg, size)
         if run_cfg.ps_mode:

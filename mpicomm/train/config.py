@@ -332,11 +332,15 @@ def check_world(cfg: TrainConfig, ranks: int) -> None:
 
 def _check_straggler_ranks(cfg: TrainConfig, ranks: int) -> None:
     """--straggler RANK:MS must name a rank of this job."""
+    workers = workers_of(cfg, ranks)  # dedicated servers are the last ranks: they run no step
     for part in cfg.straggler:
         rank = int(part.partition(":")[0])
         if rank >= ranks:
             raise ConfigError(f"--straggler {part}: rank {rank} is not in this job of {ranks} "
                               f"ranks (ranks 0..{ranks - 1})")
+        if rank >= workers:
+            raise ConfigError(f"--straggler {part}: rank {rank} is a dedicated parameter server "
+                              f"and runs no steps; name a worker (ranks 0..{workers - 1})")
 
 
 def _check_ranks_per_node(cfg: TrainConfig, ranks: int) -> None:
