@@ -84,6 +84,8 @@ def test_a_later_strategy_refuses_before_the_first_runs(strategies, compress, me
     # ps:async's server (rank 1 of 2) runs no step: its delay was ignored for that run
     (["--strategies", "ring,ps:async", "--straggler", "1:20"],
      "rank 1 is a dedicated parameter server"),
+    # the two runs were pooled and printed on two identical rows, a "tie by construction"
+    (["--strategies", "ring,ring"], "--strategies names ring more than once"),
 ])
 def test_compare_refuses_before_any_run(flags, message):
     """A flag no strategy of the list can honour: one line, exit 2, before the first round."""

@@ -141,6 +141,10 @@ def _configure(args: argparse.Namespace, names: list[str],
             f"--strategies: unknown {', '.join(map(repr, bad)) or '(empty list)'}; "
             f"valid strategies: {', '.join(strategies())} (and ps:sync, ps:async, ps:ssp)"
         )
+    twice = sorted({s for s in names if names.count(s) > 1})
+    if twice:  # one name's rounds would be pooled and printed on two identical rows
+        raise T.ConfigError(f"--strategies names {', '.join(twice)} more than once; "
+                            "--repeats runs a strategy several times")
     flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
     cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
     if parallel_run.is_model_parallel(cfg):  # the table, reading and model are data-parallel
