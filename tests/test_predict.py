@@ -21,6 +21,7 @@ from mpicomm.bench.predict import (
     busbw_factor,
     default_variants,
     predict_rows,
+    run_predict,
     summary,
 )
 from mpicomm.bench.profiles import (
@@ -274,3 +275,16 @@ def test_command_this_machine_and_errors(tmp_path):
 
 def test_busbw_factor():
     assert busbw_factor(2) == 1.0 and busbw_factor(4) == 1.5 and busbw_factor(1) == 1.0
+
+
+def test_csv_alone_is_written(tmp_path, capsys):
+    """``--predict --csv F`` without ``--json`` writes F (it wrote nothing: only --json did)."""
+    from mpicomm.cli.main import build_parser
+
+    out = tmp_path / "p.csv"
+    args = build_parser().parse_args(["model", "--predict", "--ranks", "8", "-b", "1M", "-e",
+                                      "1M", "--strategies", "ring,tree", "--csv", str(out)])
+    assert run_predict(args) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("strategy,ranks,bytes") and len(lines) == 1 + 2, lines
+    assert {ln.split(",")[0] for ln in lines[1:]} == {"ring", "tree"}

@@ -325,7 +325,7 @@ def run_predict(args: argparse.Namespace) -> int:
                         else {"name": MEASURED, "params": dataclasses.asdict(source)}),
             "ranks": args.ranks, "sizes": sizes, "compute_ms": args.compute_ms,
             "strategies": [v.label for v in variants], "summary": best}
-    if args.json:
+    if args.json or getattr(args, "csv", None):
         write_records(rows, meta, args.json, getattr(args, "csv", None))
     return 0
 
