@@ -288,3 +288,55 @@ def test_csv_alone_is_written(tmp_path, capsys):
     lines = out.read_text().splitlines()
     assert lines[0].startswith("strategy,ranks,bytes") and len(lines) == 1 + 2, lines
     assert {ln.split(",")[0] for ln in lines[1:]} == {"ring", "tree"}
+
+
+def _model_args(*argv: str):
+    """``model``'s flags parsed (its parser alone: cheaper than the whole command line's)."""
+    import argparse
+
+    from mpicomm.bench import model_cmd
+
+    parser = argparse.ArgumentParser()
+    model_cmd.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["-n", "5", "--rounds", "2"], ["-n (measuring only)", "--rounds (measuring only)"]),
+    (["--compress", "int8", "--baseline", "ring"], ["--baseline", "--compress"]),
+    (["--servers", "4"], ["--servers (with --strategies only)"]),
+    (["--gamma-rate", "1TB/s"], ["--gamma-rate (explicit links only"]),
+    (["--params", "x.json"], ["--params (--profile this-machine only)"]),
+    (["--profile", "this-machine", "--inter-link", "5us,1GB/s"], ["--inter-link (not with"]),
+])
+def test_predict_refuses_flags_it_does_not_read(argv, refused):
+    """They were silently ignored: `model --predict -n 5` printed the same table as without."""
+    from mpicomm.bench import model_cmd
+
+    args = _model_args("--predict", *argv)
+    with pytest.raises(ConfigError, match="cannot take effect") as err:
+        model_cmd.run(args)
+    assert all(r in str(err.value) for r in refused), str(err.value)
+
+
+@pytest.mark.parametrize("argv", [
+    [],  # the defaults
+    ["--strategies", "ps", "--servers", "4", "--dedicated", "--variant", "leader"],
+    ["--inter-link", "5us,25GB/s", "--gamma-rate", "1TB/s", "--nics-per-node", "2"],
+    ["--profile", "this-machine", "--params", "x.json", "--ranks-per-node", "2"],
+    ["--ranks", "8,64", "--table", "--compute-ms", "5", "--json", "p.json", "--csv", "p.csv"],
+])
+def test_predict_accepts_the_flags_it_reads(argv):
+    from mpicomm.bench.model_cmd import unused_flags
+
+    assert unused_flags(_model_args("--predict", *argv)) == []
+
+
+def test_measuring_model_names_the_predict_only_flags():
+    from mpicomm.bench.model_cmd import unused_flags
+
+    args = _model_args("--ranks", "64", "--profile", "gb200-nvl72", "--table", "--compute-ms",
+                       "5", "-n", "3")
+    assert unused_flags(args) == ["--ranks (--predict only)", "--profile (--predict only)",
+                                  "--table (--predict only)", "--compute-ms (--predict only)"]
+    assert unused_flags(_model_args("-n", "3", "--clock", "virtual")) == []

@@ -16,13 +16,20 @@ from mpi4py import MPI
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
 from mpicomm.core import clock
+from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 from mpicomm.costmodel.measure import measure
 from mpicomm.p2p import virtual
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "unused_flags"]
+
+# flags only one of the two modes reads: given to the other, they are refused (exit 2)
+PREDICT_ONLY = ("ranks", "profile", "gamma_rate", "table", "compute_ms", "params", "calibrate")
+MEASURE_ONLY = ("iters", "warmup_iters", "rounds", "check", "datatype", "op", "device", "seed",
+                "baseline", "clock", "compute_scale", "compress", "crossover_bytes", "validate",
+                "cuda_aware", "thread_level")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,10 +40,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     predict_arguments(p)  # --predict and its flags (mpicomm.bench.predict)
 
 
+def unused_flags(args: argparse.Namespace) -> list[str]:
+    """The flags set (to other than their default) that this run would not read, each with
+    why: "-n (measuring only)"."""
+    fresh = argparse.ArgumentParser()
+    add_arguments(fresh)
+    defaults = vars(fresh.parse_args([]))
+    flag = {a.dest: a.option_strings[0] for a in fresh._actions if a.option_strings}
+    given = {d for d in flag if getattr(args, d, None) != defaults.get(d)}
+    if not args.predict:
+        why = dict.fromkeys(PREDICT_ONLY, "--predict only")
+    else:
+        why = dict.fromkeys(MEASURE_ONLY, "measuring only")
+        if not args.strategies:  # the default variants set their own
+            why.update(dict.fromkeys(("servers", "dedicated", "variant", "channels"),
+                                     "with --strategies only"))
+        profile = args.profile or (None if args.inter_link else "dgx-h100-ib400")
+        if profile is not None:
+            why["gamma_rate"] = "explicit links only, not with --profile"
+        if profile == "this-machine":
+            why.update(dict.fromkeys(("inter_link", "intra_link", "nics_per_node"),
+                                     "not with this-machine's measured links"))
+        else:
+            why.update(dict.fromkeys(("params", "calibrate"), "--profile this-machine only"))
+    return [f"{flag[d]} ({why[d]})" for d in flag if d in why and d in given]
+
+
 def run(args: argparse.Namespace) -> int:
+    unused = unused_flags(args)
+    if unused and args.predict:
+        raise ConfigError(f"{', '.join(unused)}: cannot take effect in this `model --predict` "
+                          "run; drop it")
     if args.predict:  # formulas only, for a cluster that is not here (mpicomm.bench.predict)
         return run_predict(args)
     from mpicomm.bench import harness as bench
+
+    if unused:
+        return bench.usage_error(f"{', '.join(unused)}: cannot take effect in a measuring "
+                                 "`model` run; add --predict or drop it")
     from mpicomm.core.environment import environment
 
     world = MPI.COMM_WORLD
