@@ -225,3 +225,18 @@ def test_bench_on_gpu_buffers(tmp_path, gpu_backend):
     assert data["config"]["device"] == "gpu"
     sizes = 5  # 8 B × 16^k up to 4 MiB: 8, 128, 2K, 32K, 512K (8M is past -e)
     assert all(r["wrong"] == 0 for r in data["results"]) and len(data["results"]) == 4 * sizes
+
+
+def test_unknown_baseline_is_refused(capsys):
+    """`bench --baseline nativ` ran with an empty vs column; now one line and exit 2."""
+    import argparse
+
+    from mpicomm.bench.harness import add_arguments, chosen_strategies
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert chosen_strategies(parser.parse_args(["--baseline", "nativ"])) is None
+    assert "unknown --baseline 'nativ'; valid strategies: native" in capsys.readouterr().err
+    names = chosen_strategies(parser.parse_args(["--strategies", "ring,auto", "--baseline",
+                                                 "auto"]))
+    assert names == ["auto", "ring"]  # a known baseline: first
