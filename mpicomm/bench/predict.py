@@ -336,6 +336,7 @@ def _fmt_level(level: Level) -> str:
 
 
 def _fmt_time(us: float) -> str:
+    us = float(f"{us:.3g}")  # rounded first: 999.96 us is "1 ms", never "1e+03 us"
     return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else \
         f"{us:.3g} us"
 
