@@ -240,3 +240,17 @@ def test_unknown_baseline_is_refused(capsys):
     names = chosen_strategies(parser.parse_args(["--strategies", "ring,auto", "--baseline",
                                                  "auto"]))
     assert names == ["auto", "ring"]  # a known baseline: first
+
+
+@pytest.mark.slow
+def test_model_with_lossy_compression_records_no_wrong_elements(tmp_path):
+    """`model --compress int8` checked int8 sums against exact ones and wrote 'wrong': 1730
+    into its JSON (bench turns the checks off for a lossy codec; model now does too)."""
+    js = tmp_path / "m.json"
+    res = run_mpi(2, ["-m", "mpicomm", "model", "--strategies", "ring", "--compress", "int8",
+                      "-b", "4K", "-e", "64K", "-f", "16", "-n", "2", "-w", "1",
+                      "--json", str(js)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    doc = json.loads(js.read_text())
+    assert doc["config"]["check"] == 0, doc["config"]
+    assert [r["wrong"] for r in doc["results"]] == [0, 0], doc["results"]

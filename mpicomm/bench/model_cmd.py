@@ -89,13 +89,14 @@ def run(args: argparse.Namespace) -> int:
                                  "-m mpicomm model ...` with N >= 2 (this job has 1 rank)")
     if bench.device_error(args.device, "model"):
         return 2
-    cfg = bench.BenchConfig(
-        sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
-        iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters, check=args.check,
-        dtype=args.datatype,
-        op=args.op, seed=args.seed, device=args.device)
     options = bench.reducer_options(args)
     opts = ReducerOptions.from_kwargs("model", **options)  # a bad link: one line, no message
+    cfg = bench.BenchConfig(
+        sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
+        iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
+        check=args.check if opts.compress == "none" else 0,  # lossy: as bench, no checks
+        dtype=args.datatype,
+        op=args.op, seed=args.seed, device=args.device)
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
