@@ -254,3 +254,16 @@ def test_model_with_lossy_compression_records_no_wrong_elements(tmp_path):
     doc = json.loads(js.read_text())
     assert doc["config"]["check"] == 0, doc["config"]
     assert [r["wrong"] for r in doc["results"]] == [0, 0], doc["results"]
+
+
+@pytest.mark.slow
+def test_model_fails_on_a_wrong_result(tmp_path):
+    """`model` checked results (-c) but exited 0 with a wrong one; now, as bench, exit 1."""
+    js = tmp_path / "m.json"
+    res = run_mpi(2, [str(SCRIPTS / "bench_broken.py"), "model", "--strategies", "native,broken",
+                      "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "2",
+                      "--json", str(js)], timeout=120)
+    assert res.returncode == 1 and not res.timed_out, res.tail()
+    assert "# FAILED: 2 elements off the expected sum (broken)" in res.stdout, res.tail()
+    rows = json.loads(js.read_text())["results"]
+    assert [(r["strategy"], r["wrong"]) for r in rows] == [("native", 0), ("broken", 2)]

@@ -122,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
             "params": asdict(params), "options": options, "config": asdict(cfg),
             "auto_crossover_bytes": options["crossover_bytes"], "world_ranks": p}
     bench.write_records(rows, meta, args.json, args.csv)
-    return 0
+    wrong = sum(r["wrong"] for r in rows)
+    if wrong:  # as bench: a wrong result fails the run
+        print(f"# FAILED: {wrong} elements off the expected sum "
+              f"({', '.join(sorted({r['strategy'] for r in rows if r['wrong']}))})")
+    return 1 if wrong else 0
 
 
 def _gbps(sizes, per_byte, every: int = 2) -> str:
