@@ -157,3 +157,20 @@ def test_every_command_checks_its_output_paths_first(argv):
     out = res.stdout + res.stderr
     assert out.count("folder /nonexistent does not exist") == 1, out
     assert "# mpicomm bench" not in out and "samples/s" not in out, out  # nothing ran
+
+
+@pytest.mark.slow
+def test_stdout_closed_early_ends_without_a_traceback():
+    """`python -m mpicomm info | head -2` printed a 10-line BrokenPipeError traceback."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "mpicomm", "info"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    try:
+        err = proc.stderr.read().decode()
+        rc = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert rc == 1 and "Traceback" not in err and "BrokenPipeError" not in err, err
