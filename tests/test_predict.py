@@ -349,3 +349,14 @@ def test_times_just_under_a_unit_print_in_the_next_unit():
 
     assert _fmt_time(999.96) == "1 ms" and _fmt_time(999_960.0) == "1 s"
     assert _fmt_time(998.4) == "998 us" and _fmt_time(1234.0) == "1.23 ms"
+
+
+def test_table_at_one_rank_prints_a_tie():
+    """`--predict --ranks 1 --table` ended in a TypeError (no ratio between two 0 s times)."""
+    from mpicomm.bench.predict import format_summary
+
+    rows = predict_rows(profile("dgx-h100-ib400"), [1], [1 << 20],
+                        [Variant("ring", "ring", {}), Variant("tree", "tree", {})])
+    assert [r["predicted_us"] for r in rows] == [0, 0]
+    assert "1048576 B: ring 0 us; a tie with tree (nothing moves)" in format_summary(
+        summary(rows))

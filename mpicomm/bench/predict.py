@@ -211,8 +211,10 @@ def format_summary(best: list[dict]) -> str:
     """One line per (ranks, bytes): the fastest strategy, its time, and by how much it wins."""
     lines = ["# fastest predicted strategy per (ranks, size):"]
     for b in best:
-        runner = (f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower"
-                  if b["runner_up"] else "")
+        runner = ("" if not b["runner_up"] else
+                  f"; a tie with {b['runner_up']} (nothing moves)"  # 0 s each: one rank
+                  if b["runner_up_ratio"] is None else
+                  f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower")
         lines.append(f"#   {b['ranks']:>6} ranks {b['bytes']:>11} B: {b['strategy']} "
                      f"{_fmt_time(b['predicted_us'])}{runner}")
     return "\n".join(lines)
