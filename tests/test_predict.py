@@ -360,3 +360,14 @@ def test_table_at_one_rank_prints_a_tie():
     assert [r["predicted_us"] for r in rows] == [0, 0]
     assert "1048576 B: ring 0 us; a tie with tree (nothing moves)" in format_summary(
         summary(rows))
+
+
+def test_a_strategy_named_twice_is_predicted_once(tmp_path):
+    """`--strategies ring,ring` printed every row twice and 'ring 28 us; next ring 1.00x'."""
+    out = tmp_path / "p.json"
+    args = _model_args("--predict", "--ranks", "8", "-b", "1M", "-e", "1M", "--strategies",
+                       "ring,tree,ring", "--json", str(out))
+    assert run_predict(args) == 0
+    doc = json.loads(out.read_text())
+    assert [r["strategy"] for r in doc["results"]] == ["ring", "tree"]
+    assert doc["summary"][0]["runner_up"] == "tree"

@@ -124,7 +124,7 @@ def _chosen_variants(args: argparse.Namespace) -> list[Variant]:
         return default_variants()
     from mpicomm.reducers import strategies
 
-    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    names = list(dict.fromkeys(s.strip() for s in args.strategies.split(",") if s.strip()))
     bad = [s for s in names if s not in strategies()]
     if bad or not names:
         raise ConfigError(f"unknown strategy {', '.join(map(repr, bad)) or '(none)'}; valid "
