@@ -120,3 +120,7 @@ def test_plot_out_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
                                   out=out)
         with pytest.raises(ConfigError, match=f"--out {out}: cannot create the folder"):
             plot_cmd.run(args)
+    missing = tmp_path / "no" / "x.json"  # a file that cannot be read: no folder made for it
+    with pytest.raises(ConfigError, match="cannot read a JSON result"):
+        plot_cmd.run(argparse.Namespace(results=[str(missing)], out=None))
+    assert not missing.parent.exists()
