@@ -225,3 +225,45 @@ def test_bench_on_gpu_buffers(tmp_path, gpu_backend):
     assert data["config"]["device"] == "gpu"
     sizes = 5  # 8 B × 16^k up to 4 MiB: 8, 128, 2K, 32K, 512K (8M is past -e)
     assert all(r["wrong"] == 0 for r in data["results"]) and len(data["results"]) == 4 * sizes
+
+
+def test_unknown_baseline_is_refused(capsys):
+    """`bench --baseline nativ` ran with an empty vs column; now one line and exit 2."""
+    import argparse
+
+    from mpicomm.bench.harness import add_arguments, chosen_strategies
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert chosen_strategies(parser.parse_args(["--baseline", "nativ"])) is None
+    assert "unknown --baseline 'nativ'; valid strategies: native" in capsys.readouterr().err
+    names = chosen_strategies(parser.parse_args(["--strategies", "ring,auto", "--baseline",
+                                                 "auto"]))
+    assert names == ["auto", "ring"]  # a known baseline: first
+
+
+@pytest.mark.slow
+def test_model_with_lossy_compression_records_no_wrong_elements(tmp_path):
+    """`model --compress int8` checked int8 sums against exact ones and wrote 'wrong': 1730
+    into its JSON (bench turns the checks off for a lossy codec; model now does too)."""
+    js = tmp_path / "m.json"
+    res = run_mpi(2, ["-m", "mpicomm", "model", "--strategies", "ring", "--compress", "int8",
+                      "-b", "4K", "-e", "64K", "-f", "16", "-n", "2", "-w", "1",
+                      "--json", str(js)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    doc = json.loads(js.read_text())
+    assert doc["config"]["check"] == 0, doc["config"]
+    assert [r["wrong"] for r in doc["results"]] == [0, 0], doc["results"]
+
+
+@pytest.mark.slow
+def test_model_fails_on_a_wrong_result(tmp_path):
+    """`model` checked results (-c) but exited 0 with a wrong one; now, as bench, exit 1."""
+    js = tmp_path / "m.json"
+    res = run_mpi(2, [str(SCRIPTS / "bench_broken.py"), "model", "--strategies", "native,broken",
+                      "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "2",
+                      "--json", str(js)], timeout=120)
+    assert res.returncode == 1 and not res.timed_out, res.tail()
+    assert "# FAILED: 2 elements off the expected sum (broken)" in res.stdout, res.tail()
+    rows = json.loads(js.read_text())["results"]
+    assert [(r["strategy"], r["wrong"]) for r in rows] == [("native", 0), ("broken", 2)]

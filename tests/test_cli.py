@@ -201,3 +201,20 @@ def test_two_outputs_onto_one_file_are_refused(tmp_path):
     msg = check_outputs(Namespace(json=other, trace=str(tmp_path / "t.json")))
     assert msg and "--json and --trace both write" in msg, msg
     assert check_outputs(Namespace(json=ck + ".json", checkpoint=ck, trace=None)) is None
+
+
+@pytest.mark.slow
+def test_stdout_closed_early_ends_without_a_traceback():
+    """`python -m mpicomm info | head -2` printed a 10-line BrokenPipeError traceback."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "mpicomm", "info"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    try:
+        err = proc.stderr.read().decode()
+        rc = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert rc == 1 and "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -1,4 +1,4 @@
-"""The predicted outcomes docs/coursework.md states (exercises 1, 3 and 4) come from the model.
+"""The predicted outcomes docs/coursework.md states (exercises 1 to 4) come from the model.
 
 Each number below is the one the page prints; a change of the cluster model that moves it
 fails here, so the page is updated with it. The virtual-time outcomes are checked by
@@ -25,6 +25,18 @@ def test_exercise_1_ring_overtakes_recursive_doubling(p, crossover):
                  for n in sizes]
     assert sizes[ring_wins.index(True)] == crossover
     assert all(ring_wins[ring_wins.index(True):])  # and keeps winning above it
+
+
+@pytest.mark.parametrize("p, ps_ms, ps_eff, ring_eff", [(8, 0.52, 0.79, 0.88),
+                                                       (16, 9.43, 0.17, 0.56)])
+def test_exercise_2_one_server_on_ethernet(p, ps_ms, ps_eff, ring_eff):
+    """The page said 'passes 1 ms at 8 ranks, 16 ms at 16 (efficiency 0.11 against 0.52)'."""
+    n, compute_ms, opts = 1_597_480, 2.0, {"servers": 1}
+    ps = cluster_time("ps", p, n, ETH, dict(opts)) * 1e3
+    ring = cluster_time("ring", p, n, ETH, dict(opts)) * 1e3
+    assert ps == pytest.approx(ps_ms, rel=0.01)
+    assert compute_ms / (compute_ms + ps) == pytest.approx(ps_eff, abs=0.005)
+    assert compute_ms / (compute_ms + ring) == pytest.approx(ring_eff, abs=0.005)
 
 
 @pytest.mark.parametrize("p, n, busbw", [(16, 1 << 30, 46.8), (1024, 1 << 30, 39.7),

@@ -301,3 +301,23 @@ def test_figure9_plot_from_records(tmp_path):
     pytest.importorskip("matplotlib")
     from mpicomm.figures import layouts as L
     assert open(L._draw_fig9(FIG9_GRID, str(tmp_path / "f9.png")), "rb").read(4) == b"\x89PNG"
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"timeout": -5.0}, "--timeout must be > 0 seconds, got -5"),
+    ({"timeout": 0.0}, "--timeout must be > 0 seconds, got 0"),
+    ({"wait_quiet": -1.0}, "--wait-quiet must be >= 0 seconds, got -1"),
+])
+def test_experiments_refuses_bad_seconds(flags, message, tmp_path):
+    """`experiments --timeout -5` ran (0 silently meant the default); now one line, exit 2."""
+    import argparse
+
+    from mpicomm.cli import experiments as cmd
+
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    args = parser.parse_args(["--root", str(tmp_path), "--only", "8"])
+    vars(args).update(flags)
+    with pytest.raises(E.ConfigError, match=message):
+        cmd.run(args)
+    assert not (tmp_path / "README.md").exists()

@@ -105,3 +105,22 @@ def test_missing_matplotlib_is_one_clear_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     with pytest.raises(ConfigError, match=r"pip install 'mpicomm\[plot\]'"):
         plot._plt()
+
+
+def test_plot_out_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
+    """`plot F.json --out /proc/nope` ended in a FileNotFoundError traceback (exit 1)."""
+    import argparse
+
+    from mpicomm.cli import plot as plot_cmd
+
+    monkeypatch.setattr(plot, "_plt", lambda: None)  # refused before matplotlib is needed
+    (tmp_path / "file").write_text("")
+    for out in (str(tmp_path / "file" / "figs"), "/proc/nope"):
+        args = argparse.Namespace(results=[str(ROOT / "experiments/results/bench_2ranks.json")],
+                                  out=out)
+        with pytest.raises(ConfigError, match=f"--out {out}: cannot create the folder"):
+            plot_cmd.run(args)
+    missing = tmp_path / "no" / "x.json"  # a file that cannot be read: no folder made for it
+    with pytest.raises(ConfigError, match="cannot read a JSON result"):
+        plot_cmd.run(argparse.Namespace(results=[str(missing)], out=None))
+    assert not missing.parent.exists()

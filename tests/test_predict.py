@@ -21,6 +21,7 @@ from mpicomm.bench.predict import (
     busbw_factor,
     default_variants,
     predict_rows,
+    run_predict,
     summary,
 )
 from mpicomm.bench.profiles import (
@@ -274,3 +275,99 @@ def test_command_this_machine_and_errors(tmp_path):
 
 def test_busbw_factor():
     assert busbw_factor(2) == 1.0 and busbw_factor(4) == 1.5 and busbw_factor(1) == 1.0
+
+
+def test_csv_alone_is_written(tmp_path, capsys):
+    """``--predict --csv F`` without ``--json`` writes F (it wrote nothing: only --json did)."""
+    from mpicomm.cli.main import build_parser
+
+    out = tmp_path / "p.csv"
+    args = build_parser().parse_args(["model", "--predict", "--ranks", "8", "-b", "1M", "-e",
+                                      "1M", "--strategies", "ring,tree", "--csv", str(out)])
+    assert run_predict(args) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("strategy,ranks,bytes") and len(lines) == 1 + 2, lines
+    assert {ln.split(",")[0] for ln in lines[1:]} == {"ring", "tree"}
+
+
+def _model_args(*argv: str):
+    """``model``'s flags parsed (its parser alone: cheaper than the whole command line's)."""
+    import argparse
+
+    from mpicomm.bench import model_cmd
+
+    parser = argparse.ArgumentParser()
+    model_cmd.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["-n", "5", "--rounds", "2"], ["-n (measuring only)", "--rounds (measuring only)"]),
+    (["--compress", "int8", "--baseline", "ring"], ["--baseline", "--compress"]),
+    (["--servers", "4"], ["--servers (with --strategies only)"]),
+    (["--gamma-rate", "1TB/s"], ["--gamma-rate (explicit links only"]),
+    (["--params", "x.json"], ["--params (--profile this-machine only)"]),
+    (["--profile", "this-machine", "--inter-link", "5us,1GB/s"], ["--inter-link (not with"]),
+])
+def test_predict_refuses_flags_it_does_not_read(argv, refused):
+    """They were silently ignored: `model --predict -n 5` printed the same table as without."""
+    from mpicomm.bench import model_cmd
+
+    args = _model_args("--predict", *argv)
+    with pytest.raises(ConfigError, match="cannot take effect") as err:
+        model_cmd.run(args)
+    assert all(r in str(err.value) for r in refused), str(err.value)
+
+
+@pytest.mark.parametrize("argv", [
+    [],  # the defaults
+    ["--strategies", "ps", "--servers", "4", "--dedicated", "--variant", "leader"],
+    ["--inter-link", "5us,25GB/s", "--gamma-rate", "1TB/s", "--nics-per-node", "2"],
+    ["--profile", "this-machine", "--params", "x.json", "--ranks-per-node", "2"],
+    ["--ranks", "8,64", "--table", "--compute-ms", "5", "--json", "p.json", "--csv", "p.csv"],
+])
+def test_predict_accepts_the_flags_it_reads(argv):
+    from mpicomm.bench.model_cmd import unused_flags
+
+    assert unused_flags(_model_args("--predict", *argv)) == []
+
+
+def test_measuring_model_names_the_predict_only_flags():
+    from mpicomm.bench.model_cmd import unused_flags
+
+    args = _model_args("--ranks", "64", "--profile", "gb200-nvl72", "--table", "--compute-ms",
+                       "5", "-n", "3")
+    assert unused_flags(args) == ["--ranks (--predict only)", "--profile (--predict only)",
+                                  "--table (--predict only)", "--compute-ms (--predict only)"]
+    assert unused_flags(_model_args("-n", "3", "--clock", "virtual")) == []
+
+
+def test_times_just_under_a_unit_print_in_the_next_unit():
+    """`--predict --profile aws-p5-efa --ranks 64 -b 64M -e 64M` printed the tree's 999.96 us
+    as "1e+03 us"."""
+    from mpicomm.bench.predict import _fmt_time
+
+    assert _fmt_time(999.96) == "1 ms" and _fmt_time(999_960.0) == "1 s"
+    assert _fmt_time(998.4) == "998 us" and _fmt_time(1234.0) == "1.23 ms"
+
+
+def test_table_at_one_rank_prints_a_tie():
+    """`--predict --ranks 1 --table` ended in a TypeError (no ratio between two 0 s times)."""
+    from mpicomm.bench.predict import format_summary
+
+    rows = predict_rows(profile("dgx-h100-ib400"), [1], [1 << 20],
+                        [Variant("ring", "ring", {}), Variant("tree", "tree", {})])
+    assert [r["predicted_us"] for r in rows] == [0, 0]
+    assert "1048576 B: ring 0 us; a tie with tree (nothing moves)" in format_summary(
+        summary(rows))
+
+
+def test_a_strategy_named_twice_is_predicted_once(tmp_path):
+    """`--strategies ring,ring` printed every row twice and 'ring 28 us; next ring 1.00x'."""
+    out = tmp_path / "p.json"
+    args = _model_args("--predict", "--ranks", "8", "-b", "1M", "-e", "1M", "--strategies",
+                       "ring,tree,ring", "--json", str(out))
+    assert run_predict(args) == 0
+    doc = json.loads(out.read_text())
+    assert [r["strategy"] for r in doc["results"]] == ["ring", "tree"]
+    assert doc["summary"][0]["runner_up"] == "tree"

@@ -108,3 +108,17 @@ def test_torch_example_without_torch_says_so_once(tmp_path):
     assert res.returncode == 2 and not res.timed_out, res.tail()
     assert out.count("torch is not installed: pip install torch") == 1, res.tail()
     assert "Traceback" not in out and "ModuleNotFoundError" not in out, res.tail()
+
+
+@pytest.mark.slow
+def test_measuring_model_refuses_predict_only_flags():
+    """`mpiexec -n 2 model --ranks 64 --profile gb200-nvl72 --table` measured this host and
+    ignored the three flags; now one line, exit 2 on every rank, before any measurement."""
+    res = run_mpi(2, ["-m", "mpicomm", "model", "--ranks", "64", "--profile", "gb200-nvl72",
+                      "--table", "-e", "8K"], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("--ranks (--predict only), --profile (--predict only), --table "
+                     "(--predict only): cannot take effect in a measuring `model` run") == 1, \
+        res.tail()
+    assert "Traceback" not in out and "Abort" not in out and "size (B)" not in out, res.tail()

@@ -171,6 +171,7 @@ def markdown_table(rows: list[dict], points: list[dict]) -> str:
 
 
 def _us(t: float) -> str:
+    t = float(f"{t:.3g}")  # rounded first: 999.96 us is "1 ms", never "1e+03 us"
     return f"{t / 1e3:.3g} ms" if t >= 1e3 else f"{t:.3g} us"
 
 

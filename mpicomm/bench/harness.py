@@ -314,6 +314,10 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
         what = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "no strategy"
         usage_error(f"{what}; valid strategies: {', '.join(known)}")
         return None
+    if args.baseline not in known:  # a typo would leave the vs column empty
+        usage_error(f"unknown --baseline {args.baseline!r}; valid strategies: "
+                    f"{', '.join(known)}")
+        return None
     bad = [f"{flag} {v}" for flag, v, lo in (("-n", args.iters, 1), ("--rounds", args.rounds, 1),
                                              ("-w", args.warmup_iters, 0), ("-c", args.check, 0))
            if v < lo]

@@ -16,13 +16,20 @@ from mpi4py import MPI
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
 from mpicomm.core import clock
+from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 from mpicomm.costmodel.measure import measure
 from mpicomm.p2p import virtual
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "unused_flags"]
+
+# flags only one of the two modes reads: given to the other, they are refused (exit 2)
+PREDICT_ONLY = ("ranks", "profile", "gamma_rate", "table", "compute_ms", "params", "calibrate")
+MEASURE_ONLY = ("iters", "warmup_iters", "rounds", "check", "datatype", "op", "device", "seed",
+                "baseline", "clock", "compute_scale", "compress", "crossover_bytes", "validate",
+                "cuda_aware", "thread_level")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,10 +40,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     predict_arguments(p)  # --predict and its flags (mpicomm.bench.predict)
 
 
+def unused_flags(args: argparse.Namespace) -> list[str]:
+    """The flags set (to other than their default) that this run would not read, each with
+    why: "-n (measuring only)"."""
+    fresh = argparse.ArgumentParser()
+    add_arguments(fresh)
+    defaults = vars(fresh.parse_args([]))
+    flag = {a.dest: a.option_strings[0] for a in fresh._actions if a.option_strings}
+    given = {d for d in flag if getattr(args, d, None) != defaults.get(d)}
+    if not args.predict:
+        why = dict.fromkeys(PREDICT_ONLY, "--predict only")
+    else:
+        why = dict.fromkeys(MEASURE_ONLY, "measuring only")
+        if not args.strategies:  # the default variants set their own
+            why.update(dict.fromkeys(("servers", "dedicated", "variant", "channels"),
+                                     "with --strategies only"))
+        profile = args.profile or (None if args.inter_link else "dgx-h100-ib400")
+        if profile is not None:
+            why["gamma_rate"] = "explicit links only, not with --profile"
+        if profile == "this-machine":
+            why.update(dict.fromkeys(("inter_link", "intra_link", "nics_per_node"),
+                                     "not with this-machine's measured links"))
+        else:
+            why.update(dict.fromkeys(("params", "calibrate"), "--profile this-machine only"))
+    return [f"{flag[d]} ({why[d]})" for d in flag if d in why and d in given]
+
+
 def run(args: argparse.Namespace) -> int:
+    unused = unused_flags(args)
+    if unused and args.predict:
+        raise ConfigError(f"{', '.join(unused)}: cannot take effect in this `model --predict` "
+                          "run; drop it")
     if args.predict:  # formulas only, for a cluster that is not here (mpicomm.bench.predict)
         return run_predict(args)
     from mpicomm.bench import harness as bench
+
+    if unused:
+        return bench.usage_error(f"{', '.join(unused)}: cannot take effect in a measuring "
+                                 "`model` run; add --predict or drop it")
     from mpicomm.core.environment import environment
 
     world = MPI.COMM_WORLD
@@ -48,13 +89,14 @@ def run(args: argparse.Namespace) -> int:
                                  "-m mpicomm model ...` with N >= 2 (this job has 1 rank)")
     if bench.device_error(args.device, "model"):
         return 2
-    cfg = bench.BenchConfig(
-        sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
-        iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters, check=args.check,
-        dtype=args.datatype,
-        op=args.op, seed=args.seed, device=args.device)
     options = bench.reducer_options(args)
     opts = ReducerOptions.from_kwargs("model", **options)  # a bad link: one line, no message
+    cfg = bench.BenchConfig(
+        sizes=tuple(bench.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
+        iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
+        check=args.check if opts.compress == "none" else 0,  # lossy: as bench, no checks
+        dtype=args.datatype,
+        op=args.op, seed=args.seed, device=args.device)
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
@@ -80,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
             "params": asdict(params), "options": options, "config": asdict(cfg),
             "auto_crossover_bytes": options["crossover_bytes"], "world_ranks": p}
     bench.write_records(rows, meta, args.json, args.csv)
-    return 0
+    wrong = sum(r["wrong"] for r in rows)
+    if wrong:  # as bench: a wrong result fails the run
+        print(f"# FAILED: {wrong} elements off the expected sum "
+              f"({', '.join(sorted({r['strategy'] for r in rows if r['wrong']}))})")
+    return 1 if wrong else 0
 
 
 def _gbps(sizes, per_byte, every: int = 2) -> str:

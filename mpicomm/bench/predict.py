@@ -124,7 +124,7 @@ def _chosen_variants(args: argparse.Namespace) -> list[Variant]:
         return default_variants()
     from mpicomm.reducers import strategies
 
-    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    names = list(dict.fromkeys(s.strip() for s in args.strategies.split(",") if s.strip()))
     bad = [s for s in names if s not in strategies()]
     if bad or not names:
         raise ConfigError(f"unknown strategy {', '.join(map(repr, bad)) or '(none)'}; valid "
@@ -211,8 +211,10 @@ def format_summary(best: list[dict]) -> str:
     """One line per (ranks, bytes): the fastest strategy, its time, and by how much it wins."""
     lines = ["# fastest predicted strategy per (ranks, size):"]
     for b in best:
-        runner = (f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower"
-                  if b["runner_up"] else "")
+        runner = ("" if not b["runner_up"] else
+                  f"; a tie with {b['runner_up']} (nothing moves)"  # 0 s each: one rank
+                  if b["runner_up_ratio"] is None else
+                  f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower")
         lines.append(f"#   {b['ranks']:>6} ranks {b['bytes']:>11} B: {b['strategy']} "
                      f"{_fmt_time(b['predicted_us'])}{runner}")
     return "\n".join(lines)
@@ -325,7 +327,7 @@ def run_predict(args: argparse.Namespace) -> int:
                         else {"name": MEASURED, "params": dataclasses.asdict(source)}),
             "ranks": args.ranks, "sizes": sizes, "compute_ms": args.compute_ms,
             "strategies": [v.label for v in variants], "summary": best}
-    if args.json:
+    if args.json or getattr(args, "csv", None):
         write_records(rows, meta, args.json, getattr(args, "csv", None))
     return 0
 
@@ -336,6 +338,7 @@ def _fmt_level(level: Level) -> str:
 
 
 def _fmt_time(us: float) -> str:
+    us = float(f"{us:.3g}")  # rounded first: 999.96 us is "1 ms", never "1e+03 us"
     return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else \
         f"{us:.3g} us"
 

@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from mpicomm.figures.plot import _plt
     from mpicomm.figures.runner import Context, run_figures
 
+    if args.timeout is not None and not args.timeout > 0:  # 0 read as the default; < 0 unused
+        raise ConfigError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+    if not args.wait_quiet >= 0:
+        raise ConfigError(f"--wait-quiet must be >= 0 seconds, got {args.wait_quiet:g}")
     _plt()  # matplotlib missing: one line, before an hour of sweeps
     if args.update_committed and args.root:
         raise ConfigError("--update-committed writes into experiments/; leave out --root")

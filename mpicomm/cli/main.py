@@ -127,6 +127,9 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
         sys.stderr.write(f"mpicomm: error: {exc}\n" if rank == 0 else
                          f"mpicomm: rank {rank}: error: {exc}\n")
         _abort(2) if peers else _exit(2)
+    except BrokenPipeError:  # stdout closed early (`| head`): end quietly, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _abort(1) if mpi and _peers() else _exit(1)
     except BaseException as exc:  # noqa: BLE001 - any failure must end the job
         peers = mpi and _peers()
         rank = _world_rank() if peers else 0

@@ -9,6 +9,8 @@ import argparse
 import os
 from pathlib import Path
 
+from mpicomm.core.errors import ConfigError
+
 __all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
 
 HELP = "draw the standard figures of bench/model/compare/train JSON"
@@ -27,7 +29,14 @@ def run(args: argparse.Namespace) -> int:
     from mpicomm.figures.plot import _plt, load, plot_docs
 
     _plt()  # a missing matplotlib: one line, before reading anything
+    docs = [(Path(f).stem, load(f)) for f in args.results]  # unreadable: refused before a mkdir
     out = args.out or os.path.dirname(args.results[0]) or "."
-    for png in plot_docs([(Path(f).stem, load(f)) for f in args.results], out):
+    try:  # a folder that cannot be made: one line before any figure, not a traceback
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create the folder ({exc.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: the folder is not writable")
+    for png in plot_docs(docs, out):
         print(f"wrote {png}")
     return 0
