@@ -32,6 +32,9 @@ def expect(exc_type, fragment, fn):
 # local errors: raised before any message on every rank
 expect(TypeError, "float16", lambda: r.allreduce(np.ones(8, np.float16)))
 expect(TypeError, "int32", lambda: r.allreduce(np.ones(8, np.int32)))
+# a byte-swapped float (its dtype.char is a float's): refused like any other dtype, before
+# any message (was mpi4py's BufferError mid-algorithm, or a sum of swapped bytes at 1 rank)
+expect(TypeError, "dtype >f8", lambda: r.allreduce(np.ones(8, ">f8")))
 expect(ValueError, "not contiguous", lambda: r.allreduce(np.ones((8, 8), np.float32)[:, ::2]))
 expect(ValueError, "not contiguous", lambda: r.allreduce(np.ones(16)[::2]))
 expect(ValueError, "unknown op 'max'", lambda: r.allreduce(np.ones(8), op="max"))
