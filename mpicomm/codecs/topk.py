@@ -35,7 +35,9 @@ def top_k(mag: np.ndarray, k: int) -> np.ndarray:
     largest — take those above and fill with those equal (ties, zeros of a
     sparse input); when at least k exceed t, the top k are among them, and
     one ``argpartition`` over these few candidates picks them. Otherwise (t
-    too high) ``argpartition`` over all of ``mag``.
+    too high) ``argpartition`` over all of ``mag``. NaN counts as above every
+    threshold, as ``argpartition`` sorts it last: it is always sent, never
+    left in a residual (a diverging run stays visible).
     """
     m = mag.size
     if k >= m:
@@ -45,7 +47,7 @@ def top_k(mag: np.ndarray, k: int) -> np.ndarray:
         sample = mag[::stride]
         want = min(sample.size - 1, max(1, (2 * k * sample.size) // m))
         t = np.partition(sample, sample.size - want)[sample.size - want]
-        above = np.flatnonzero(mag > t)
+        above = np.flatnonzero(~(mag <= t))  # NaN too: argpartition ranks it largest
         if above.size >= k:
             return above[np.argpartition(mag[above], above.size - k)[above.size - k :]]
         equal = np.flatnonzero(mag == t)

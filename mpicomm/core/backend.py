@@ -84,6 +84,8 @@ def flat_view(buf: Any):
     """Return a 1-D view of a contiguous array in memory order (never a copy)."""
     if buf.ndim == 1:
         return buf
+    if type(buf) is not np.ndarray and isinstance(buf, np.ndarray):
+        buf = buf.view(np.ndarray)  # a subclass's ravel may stay 2-D (np.matrix)
     order = "C" if buf.flags.c_contiguous else "F"
     return buf.ravel(order=order)
 

@@ -113,6 +113,9 @@ class AsyncReducer:
     def __init__(self, reducer: Any, on_done: Any = None,
                  switch_interval: float | None = SWITCH_INTERVAL_S) -> None:
         require_thread_multiple()
+        if getattr(reducer, "owner", None) is not None:  # two threads would interleave calls
+            raise RuntimeError(f"{getattr(reducer, 'name', 'reducer')}: this reducer already "
+                               "belongs to an AsyncReducer; close that one first")
         self._old_interval = sys.getswitchinterval()
         if switch_interval is not None:  # hand the GIL back to a returning MPI call sooner
             sys.setswitchinterval(min(switch_interval, self._old_interval))
@@ -144,9 +147,10 @@ class AsyncReducer:
         """Finish the queued reductions and stop the thread (twice is harmless)."""
         if self._thread is not None:
             self._queue.put(None)
+            ident = self._thread.ident
             self._thread.join()
             self._thread = None
-            if getattr(self.reducer, "owner", None) is not None:
+            if getattr(self.reducer, "owner", None) == ident:
                 self.reducer.owner = None
             sys.setswitchinterval(self._old_interval)
 

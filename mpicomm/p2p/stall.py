@@ -10,7 +10,8 @@ still applies when ``MPICOMM_STALL_ABORT_S`` is set (both unset or 0: no watchdo
 How:
 
 1. ``attach(comm, participants)`` (collective, at reducer creation) duplicates
-   ``comm`` into a side communicator and returns a ``Channel``; the reducer calls
+   ``comm`` into a side communicator when every rank watches (one small allreduce:
+   the environment may differ per rank) and returns a ``Channel``; the reducer calls
    ``channel.begin(name, t0)`` / ``channel.end(token, t1)`` around each call: two
    list appends, the per-call log the slow-rank report reads, which is also the
    state the watchdog reads (a call is in progress while it has an entry and no
@@ -269,6 +270,8 @@ def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
     size, rank = comm.Get_size(), comm.Get_rank()
     watch = bool(warn) or bool(abort)
     ask_ok = size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE and watch
+    if size > 1:  # Dup is collective: every rank decides alike (the env may differ per rank)
+        ask_ok = comm.allreduce(ask_ok, op=MPI.LAND)
     side = comm.Dup() if ask_ok else None
     ch = Channel(side, list(range(size)) if participants is None else list(participants),
                  rank, size)

@@ -60,11 +60,15 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     Returns:
         A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean", key=None)`` works in place.
     """
-    opts = check_request(name, **options)
+    base = MPI.COMM_WORLD if comm is None else comm
+    try:
+        opts = check_request(name, **options)
+    except Exception as exc:  # refused here: the other ranks must not wait in the agreement
+        check_same_request(base, name, None, why=str(exc))
+        raise
     cls = REDUCERS[name]
     if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
         cls = MultiRingReducer
-    base = MPI.COMM_WORLD if comm is None else comm
     check_same_request(base, name, opts)
     return cls(base, opts)
 
@@ -81,18 +85,31 @@ def check_request(name: str, **options) -> ReducerOptions:
     return opts
 
 
-def check_same_request(comm: MPI.Comm, name: str, opts: ReducerOptions) -> None:
+def check_same_request(comm: MPI.Comm, name: str, opts: ReducerOptions | None,
+                       why: str = "") -> None:
     """Raise ``ConfigError`` on every rank unless all ranks of ``comm`` asked for ``name``
-    with ``opts`` (one Allgather of (strategy index, hash of the options))."""
+    with ``opts`` (one Allgather of (strategy index, hash of the options)).
+
+    ``opts`` None: this rank refused its own request for reason ``why`` (it raises that
+    error itself; the others, instead of waiting for it, one naming it and the reason,
+    which the first refusing rank broadcasts)."""
     if comm.Get_size() == 1:
         return
     names = list(REDUCERS)
-    mine = np.array([names.index(name), zlib.crc32(repr(opts).encode())], dtype=np.int64)
+    mine = np.array([-1, 0] if opts is None else
+                    [names.index(name), zlib.crc32(repr(opts).encode())], dtype=np.int64)
     every = np.empty((comm.Get_size(), 2), dtype=np.int64)
     comm.Allgather(mine, every)
-    if (every == every[0]).all():
-        return
     me = comm.Get_rank()
+    refused = [int(r) for r in np.flatnonzero(every[:, 0] < 0)]
+    if refused and len(refused) < len(every):  # some ranks refused: every rank learns why
+        why = comm.bcast(why if me == refused[0] else None, root=refused[0])
+        if opts is not None:
+            raise ConfigError(f"make_reducer: rank {refused[0]} refused its request ({why}; "
+                              f"ranks refusing: {refused}): every rank must ask for the same "
+                              "strategy and valid options")
+    if opts is None or (every == every[0]).all():
+        return
     other = next(r for r in range(len(every)) if (every[r] != mine).any())
     theirs = names[int(every[other, 0])]
     if theirs != name:

@@ -343,7 +343,8 @@ class Reducer:
             raise RuntimeError(f"{self.name}: rank {self.rank} is a dedicated server; call serve()")
         # fast path: a writable, C-contiguous float NumPy array (the training loop's case)
         on_host = type(buf) is np.ndarray
-        code = _CHAR_CODES.get(buf.dtype.char) if on_host else None
+        # dtype.char drops the byte order: a byte-swapped float ('>f4') is check_buffer's
+        code = _CHAR_CODES.get(buf.dtype.char) if on_host and buf.dtype.isnative else None
         if code is None or not (flags := buf.flags).c_contiguous or not flags.writeable:
             check_buffer(buf, self.name)  # raises with the reason, or it is fine after all
             on_host = not is_device_array(buf)

@@ -52,3 +52,15 @@ def test_int8_tiny_and_huge_chunks_are_quantised_not_zeroed(dtype, tiny):
 
 def test_ring_fp16_with_nan_on_two_ranks():
     run_script(2, "check_codec_numerics.py", timeout=120).expect_ok()
+
+
+@pytest.mark.parametrize("m", [1000, 100_003])  # the second samples a threshold (m > 2·16384)
+def test_topk_always_sends_nan_and_inf(m):
+    """A NaN is among the top k however large the buffer (was dropped above 32768 values:
+    neither above nor equal to the sampled threshold, so a NaN gradient summed finite)."""
+    from mpicomm.codecs.topk import top_k
+
+    mag = np.abs(np.random.default_rng(2).standard_normal(m))
+    mag[[m // 3, m // 2]] = [np.nan, np.inf]
+    idx = set(top_k(mag, max(1, m // 100)).tolist())
+    assert {m // 3, m // 2} <= idx

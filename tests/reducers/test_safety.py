@@ -28,3 +28,16 @@ def test_topk_state_stays_bounded_over_fresh_buffers():
     res = run_script(4, "check_topk_memory.py", "2000", timeout=240).expect_ok()
     grown = max(r["grown_mb"] for r in res.records)
     assert grown < 20, res.records
+
+
+@pytest.mark.slow  # launches mpiexec
+def test_stall_settings_that_differ_across_ranks_do_not_hang_creation():
+    """MPICOMM_STALL_WARN_S on one rank only (a per-node environment): make_reducer returned
+    on the others while that rank waited in the stall channel's Dup (a hang)."""
+    code = ("import os; from mpi4py import MPI; import numpy as np; import mpicomm\n"
+            "from mpi_harness import report\n"
+            "os.environ['MPICOMM_STALL_WARN_S'] = '30' if MPI.COMM_WORLD.rank == 0 else '0'\n"
+            "with mpicomm.make_reducer('ring') as r:\n"
+            "    x = np.ones(5); r.allreduce(x); assert (x == MPI.COMM_WORLD.size).all()\n"
+            "report(ok=True)\n")
+    run_mpi(2, ["-m", "mpi4py", "-c", code], timeout=60).expect_ok()

@@ -5,6 +5,7 @@ Usage: check_errors.py STRATEGY OPTIONS_JSON
 
 import json
 import sys
+import warnings
 
 import numpy as np
 from mpi4py import MPI
@@ -32,6 +33,9 @@ def expect(exc_type, fragment, fn):
 # local errors: raised before any message on every rank
 expect(TypeError, "float16", lambda: r.allreduce(np.ones(8, np.float16)))
 expect(TypeError, "int32", lambda: r.allreduce(np.ones(8, np.int32)))
+# a byte-swapped float (its dtype.char is a float's): refused like any other dtype, before
+# any message (was mpi4py's BufferError mid-algorithm, or a sum of swapped bytes at 1 rank)
+expect(TypeError, "dtype >f8", lambda: r.allreduce(np.ones(8, ">f8")))
 expect(ValueError, "not contiguous", lambda: r.allreduce(np.ones((8, 8), np.float32)[:, ::2]))
 expect(ValueError, "not contiguous", lambda: r.allreduce(np.ones(16)[::2]))
 expect(ValueError, "unknown op 'max'", lambda: r.allreduce(np.ones(8), op="max"))
@@ -58,5 +62,13 @@ x = np.full(37, float(wr + 1))
 r.allreduce(x)
 if not np.array_equal(x, np.full(37, W * (W + 1) / 2)):
     problems.append(f"wrong sum after errors: {x[:3]}")
+# a NumPy subclass whose ravel stays 2-D (np.matrix): reduced as its memory, in place (was a
+# broadcast ValueError inside the ring and the tree, after their first messages)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", PendingDeprecationWarning)
+    mat = np.matrix(np.full((2, 3), float(wr + 1)))
+r.allreduce(mat)
+if not np.array_equal(np.asarray(mat), np.full((2, 3), W * (W + 1) / 2)):
+    problems.append(f"wrong sum of an np.matrix: {np.asarray(mat).ravel()[:3]}")
 r.close()
 report(ok=not problems, error="; ".join(problems) or None, mismatch_message=msg)

@@ -1,7 +1,8 @@
 """Rank script: the base class's safety (issue 17 item 6) and keyed error feedback.
 
 1. Two threads on one reducer: the second gets a RuntimeError, never a wrong sum.
-2. A reducer owned by an AsyncReducer refuses the main thread's direct call.
+2. A reducer owned by an AsyncReducer refuses the main thread's direct call and a second
+   AsyncReducer.
 3. top-k residuals follow the caller's key, never the buffer's address: a fresh
    all-zero buffer under a new key returns zeros; equal-length buckets staged
    through one reused host buffer (as CuPy without CUDA-aware MPI) keep separate
@@ -50,6 +51,12 @@ with mpicomm.make_reducer("ring") as r:
         problems.append("direct call on an owned reducer was accepted")
     except RuntimeError as e:
         if "AsyncReducer" not in str(e):
+            problems.append(f"unclear message: {e}")
+    try:  # a second AsyncReducer would take the reducer over from the first's thread
+        AsyncReducer(r).close()
+        problems.append("a second AsyncReducer on an owned reducer was accepted")
+    except RuntimeError as e:
+        if "already belongs to an AsyncReducer" not in str(e):
             problems.append(f"unclear message: {e}")
     w = ar.allreduce_async(np.ones(4))
     if not np.array_equal(w.wait(), np.full(4, float(p))):
