@@ -164,6 +164,7 @@ def test_measured_and_predicted_crossovers():
     assert "between 1 KiB and 64 KiB" in lines[0] and "model predicts" in lines[0], lines
 
 
+@pytest.mark.slow  # --help of every command in a subprocess: 2.7 s
 def test_help_shows_every_default_once():
     import subprocess
     import sys
