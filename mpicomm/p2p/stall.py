@@ -223,6 +223,10 @@ class Channel:
             text = ", ".join(map(str, behind))
         elif silent:
             text = "unknown"
+        elif all(answers[r, 0] == call and answers[r, 1] for r in peers):
+            text = (f"none behind: every rank is inside call {call}, so they disagree on what "
+                    "it is (a buffer length, dtype or op some ranks have planned and others "
+                    "not; validate=True checks every call)")
         else:
             text = "none behind"
         if silent:

@@ -37,6 +37,16 @@ def test_stalled_rank_named_and_job_aborted(strategy):
 
 
 @pytest.mark.slow  # waits out the stall deadlines (5-8 s)
+def test_a_rank_on_another_layout_is_reported_as_a_disagreement():
+    """Before: "ranks not arrived: none behind", which reads as no culprit at all."""
+    res = run_script(3, "stall_layout.py", timeout=60, env=ENV)
+    assert not res.timed_out and res.returncode not in (0, None), res.tail()
+    assert re.search(r"call 3.*none behind: every rank is inside call 3, so they disagree",
+                     res.stderr), res.tail()
+    assert "aborting the job" in res.stderr, res.tail()
+
+
+@pytest.mark.slow  # waits out the stall deadlines (5-8 s)
 def test_dedicated_server_is_never_named_and_peers_answer_in_time():
     """Worker 1 stalls; rank 3 is a dedicated server (it makes no calls). Before: the
     server was listed as "not arrived, at call 0", and peers often as "no answer"."""
