@@ -122,3 +122,20 @@ def test_measuring_model_refuses_predict_only_flags():
                      "(--predict only): cannot take effect in a measuring `model` run") == 1, \
         res.tail()
     assert "Traceback" not in out and "Abort" not in out and "size (B)" not in out, res.tail()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"holdout": 0.2}, "--holdout 0.2 sets the held-out fraction of --data"),
+    ({"data": "digits", "train_samples": 512},
+     "--train-samples size the synthetic task; with --data digits the data set decides"),
+    ({"data": "d.npz", "train_samples": 512, "test_samples": 64},
+     "--train-samples and --test-samples size the synthetic task; with --data d.npz"),
+])
+def test_data_flags_of_the_other_source_are_refused(kwargs, message):
+    """Each was silently ignored: --holdout on the synthetic task (it holds out --test-samples),
+    the synthetic sizes beside --data (the data set has its own)."""
+    with pytest.raises(ConfigError) as err:
+        TrainConfig(**kwargs)
+    assert message in str(err.value), err.value
+    TrainConfig(data="digits", holdout=0.2)  # each flag with its own source: accepted
+    TrainConfig(train_samples=512, test_samples=64)

@@ -14,6 +14,9 @@ from mpicomm.train.loop import ConfigError, TrainConfig
 
 SMALL = ["--layers", "16,32,32,4", "--train-samples", "512", "--test-samples", "64",
          "--eval-samples", "128", "--log-every", "0"]
+SMALL_DATA = [f for i, f in enumerate(SMALL)  # with --data: the data set sets the sizes
+              if f not in ("--train-samples", "--test-samples")
+              and SMALL[i - 1] not in ("--train-samples", "--test-samples")]
 
 
 def train(nranks, *args, timeout=120):
@@ -132,7 +135,7 @@ def test_setup_errors_free_the_reducer_and_validate_follows_the_environment(tmp_
 @pytest.mark.parametrize("command", [["train", "--baseline"], ["compare", "--repeats", "1"]])
 def test_baseline_setup_error_stops_every_rank(command):
     """Rank 0 fails alone in the 1-worker baseline: one message, non-zero exit, no hang."""
-    res = run_mpi(2, ["-m", "mpicomm", *command, *SMALL, "--steps", "2",
+    res = run_mpi(2, ["-m", "mpicomm", *command, *SMALL_DATA, "--steps", "2",
                       "--data", "/nonexistent/d.npz"], timeout=40)
     assert not res.timed_out and res.returncode == 2, res.tail()
     out = res.stdout + res.stderr
@@ -176,7 +179,8 @@ def test_bad_checkpoints_give_clear_errors(tmp_path):
     (["--strategy", "carrier-pigeon"], "unknown strategy 'carrier-pigeon'; valid strategies"),
 ])
 def test_bad_input_gives_a_clear_message(args, message):
-    res = train(2, *SMALL, "--steps", "2", *args, timeout=60)
+    base = SMALL_DATA if "--data" in args else SMALL
+    res = train(2, *base, "--steps", "2", *args, timeout=60)
     assert res.returncode == 2, res.tail()  # config and set-up errors: exit code 2
     out = res.stdout + res.stderr
     assert message in out, res.tail()
@@ -186,11 +190,11 @@ def test_bad_input_gives_a_clear_message(args, message):
 def test_npz_shape_mismatch_and_missing_keys(tmp_path):
     f = tmp_path / "d.npz"
     np.savez(f, x=np.zeros((50, 7), np.float32), y=np.zeros(50, np.int64))
-    res = train(2, *SMALL, "--data", f, "--steps", "2", timeout=60)
+    res = train(2, *SMALL_DATA, "--data", f, "--steps", "2", timeout=60)
     assert res.returncode != 0
     assert "x has 7 features per sample but --layers starts with 16" in res.stdout, res.tail()
     np.savez(f, x=np.zeros((50, 16), np.float32), labels=np.zeros(50, np.int64))
-    res = train(2, *SMALL, "--data", f, "--steps", "2", timeout=60)
+    res = train(2, *SMALL_DATA, "--data", f, "--steps", "2", timeout=60)
     assert "missing array 'y' (found: labels, x)" in res.stdout, res.tail()
 
 
@@ -201,7 +205,7 @@ def test_npz_data_trains(tmp_path):
     y = (x[:, 0] > 0).astype(np.int64) + 2 * (x[:, 1] > 0)  # 4 quadrant classes
     np.savez(tmp_path / "q.npz", x=x, y=y)
     out = tmp_path / "q.json"
-    ok(train(2, *SMALL, "--data", tmp_path / "q.npz", "--steps", "150", "--batch-size", "16",
+    ok(train(2, *SMALL_DATA, "--data", tmp_path / "q.npz", "--steps", "150", "--batch-size", "16",
              "--json", out))
     rec = json.loads(out.read_text())["results"][0]
     assert rec["test_accuracy"] > 0.7, rec

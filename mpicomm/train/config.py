@@ -214,6 +214,7 @@ def _validate(cfg: TrainConfig) -> None:
         import_cupy()
     if not 0 < cfg.holdout < 1:
         bad(f"--holdout must be in (0, 1), got {cfg.holdout!r}")
+    _check_data_flags(cfg, bad)
     if (cfg.resume or cfg.checkpoint_every) and not cfg.checkpoint:
         bad("--resume and --checkpoint-every need --checkpoint PATH")
     if cfg.variant not in HIERARCHICAL_VARIANTS:
@@ -269,6 +270,20 @@ def _check_trace_window_in_run(cfg: TrainConfig) -> None:
     if start >= cfg.steps:
         raise ConfigError(f"--trace-steps {cfg.trace_steps}: the run ends at step {cfg.steps}, "
                           f"so nothing would be traced; use A < {cfg.steps}")
+
+
+def _check_data_flags(cfg: TrainConfig, bad: Any) -> None:
+    """The sizes of the synthetic task and the held-out fraction of a data set apply to one
+    source each: a flag for the other is refused, never ignored."""
+    field = TrainConfig.__dataclass_fields__
+    if cfg.data is None and cfg.holdout != field["holdout"].default:
+        bad(f"--holdout {cfg.holdout} sets the held-out fraction of --data (digits, or a file "
+            "without x_test); the synthetic task holds out --test-samples rows")
+    sizes = [f"--{name.replace('_', '-')}" for name in ("train_samples", "test_samples")
+             if cfg.data is not None and getattr(cfg, name) != field[name].default]
+    if sizes:
+        bad(f"{' and '.join(sizes)} size the synthetic task; with --data {cfg.data} the data "
+            "set decides (docs/data.md)")
 
 
 def _digits_layers(cfg: TrainConfig) -> None:

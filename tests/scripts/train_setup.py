@@ -52,7 +52,9 @@ size = MPI.COMM_WORLD.Get_size()
 problems = []
 
 # 1. a set-up error: SetupError everywhere, every communicator freed
-bad = dataclasses.replace(base, data="/nonexistent/d.npz")
+sizes = {f: T.TrainConfig.__dataclass_fields__[f].default
+         for f in ("train_samples", "test_samples")}
+bad = dataclasses.replace(base, data="/nonexistent/d.npz", **sizes)  # --data: its own sizes
 for strategy, options in STRATEGY_CASES:
     if options.get("ranks_per_node", 1) > size or (options.get("dedicated") and size < 2):
         continue
