@@ -61,6 +61,10 @@ def test_npz_holdout_and_explicit_test_split(tmp_path):
     assert len(rows) == 100  # a split, not a resample
     np.savez(tmp_path / "b.npz", x=x, y=y, x_test=x[:7], y_test=y[:7])
     assert len(load_npz(str(tmp_path / "b.npz"), 4, 3, holdout=0.2, seed=0).y_test) == 7
+    with pytest.raises(DataError, match="has its own test split .*--holdout 0.2 would be ignored"):
+        load_npz(str(tmp_path / "b.npz"), 4, 3, holdout=0.2, seed=0, holdout_given=True)
+    assert len(load_npz(str(tmp_path / "a.npz"), 4, 3, holdout=0.2, seed=0,
+                        holdout_given=True).y_test) == 20  # no split of its own: --holdout applies
 
 
 @pytest.mark.parametrize("arrays, message", [

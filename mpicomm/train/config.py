@@ -48,6 +48,7 @@ __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "ch
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
 
 
+DEFAULT_HOLDOUT = 0.1  # --holdout when not given
 DEFAULT_LAYERS = (256, 512, 512, 10)  # --layers when not given (digits: data.DIGITS_LAYERS)
 
 
@@ -78,7 +79,7 @@ class TrainConfig(ReducerFields):
                                         # synthetic teacher task
     train_samples: int = 16384          # synthetic: training rows
     test_samples: int = 2048            # synthetic: held-out rows
-    holdout: float = 0.1                # .npz without x_test: fraction held out
+    holdout: float = DEFAULT_HOLDOUT    # .npz without x_test: fraction held out
     eval_samples: int = 4096            # training rows scored for the final loss/accuracy
     log_every: int = 100                # progress line every K steps (0 = none)
     checkpoint: str | None = None       # checkpoint path (.npz)
@@ -276,7 +277,7 @@ def _check_data_flags(cfg: TrainConfig, bad: Any) -> None:
     """The sizes of the synthetic task and the held-out fraction of a data set apply to one
     source each: a flag for the other is refused, never ignored."""
     field = TrainConfig.__dataclass_fields__
-    if cfg.data is None and cfg.holdout != field["holdout"].default:
+    if cfg.data is None and cfg.holdout != DEFAULT_HOLDOUT:
         bad(f"--holdout {cfg.holdout} sets the held-out fraction of --data (digits, or a file "
             "without x_test); the synthetic task holds out --test-samples rows")
     sizes = [f"--{name.replace('_', '-')}" for name in ("train_samples", "test_samples")

@@ -87,7 +87,8 @@ def synthetic(
 
 
 def load_npz(
-    path: str, features: int, classes: int, *, holdout: float, seed: int, dtype: Any = "float32"
+    path: str, features: int, classes: int, *, holdout: float, seed: int, dtype: Any = "float32",
+    holdout_given: bool = False
 ) -> Dataset:
     """Load ``x``/``y`` (and optional ``x_test``/``y_test``) from ``path``, checking shapes.
 
@@ -95,6 +96,7 @@ def load_npz(
         path: ``.npz`` file written by ``np.savez``.
         features, classes: what ``--layers`` expects (first and last width).
         holdout: fraction of rows held out (seeded permutation) when the file has no test split.
+        holdout_given: the user set ``holdout``: a file with its own test split refuses it.
         seed: seed of the held-out split.
         dtype: dtype ``x`` is converted to.
 
@@ -119,6 +121,9 @@ def load_npz(
         raise DataError(f"{where}: has only one of x_test, y_test; give both or neither")
     x, y = _check_xy(where, arrays["x"], arrays["y"], "x", "y", features, classes, dtype)
     if "x_test" in arrays:
+        if holdout_given:
+            raise DataError(f"{where}: has its own test split (x_test, y_test), so --holdout "
+                            f"{holdout} would be ignored; drop --holdout")
         xt, yt = _check_xy(
             where, arrays["x_test"], arrays["y_test"], "x_test", "y_test", features, classes, dtype
         )

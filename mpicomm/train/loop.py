@@ -46,7 +46,7 @@ from mpicomm.train.checkpoint import (
     restore_codec_state,
     save_checkpoint,
 )
-from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
+from mpicomm.train.config import DEFAULT_HOLDOUT, ConfigError, TrainConfig, add_arguments
 from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.record import build_record
@@ -206,6 +206,7 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         ds = digits(features, classes, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
     elif cfg.data:
         ds = load_npz(cfg.data, features, classes, holdout=cfg.holdout, seed=cfg.seed,
+                      holdout_given=cfg.holdout != DEFAULT_HOLDOUT,
                       dtype=cfg.dtype)
     else:
         ds = synthetic(features, classes, cfg.train_samples, cfg.test_samples, seed=cfg.seed,

@@ -41,7 +41,7 @@ from mpicomm.parallel.pipeline import (
 from mpicomm.parallel.stage import Stage
 from mpicomm.parallel.tensor import TensorParallel, tp_bytes_formula
 from mpicomm.train import metrics
-from mpicomm.train.config import TrainConfig
+from mpicomm.train.config import DEFAULT_HOLDOUT, TrainConfig
 from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
 from mpicomm.train.model import MLP, SoftmaxCrossEntropy
 from mpicomm.train.sgd import SGD
@@ -146,7 +146,8 @@ def _dataset(cfg: TrainConfig) -> Any:
     if cfg.data == DIGITS:
         return digits(f, c, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
     if cfg.data:
-        return load_npz(cfg.data, f, c, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
+        return load_npz(cfg.data, f, c, holdout=cfg.holdout, seed=cfg.seed,
+                        holdout_given=cfg.holdout != DEFAULT_HOLDOUT, dtype=cfg.dtype)
     return synthetic(f, c, cfg.train_samples, cfg.test_samples, seed=cfg.seed, dtype=cfg.dtype)
 
 
