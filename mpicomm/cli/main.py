@@ -111,7 +111,9 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
     without ``MPI_Abort``, so a clean error is not followed by MPI's abort banner.
     """
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        sys.stdout.flush()  # a closed pipe raises here, not at exit (block-buffered stdout)
+        return result
     except SystemExit:
         raise
     except ConfigError as exc:

@@ -164,9 +164,10 @@ def test_measured_bubble_is_the_formula_in_virtual_time():
     equal cost (the formula's assumption: docs/parallelism.md). 1F1B holds it run after run
     (within 5% in 5 runs at load 4-6); GPipe within 10% in 9 of those 10 and once -22%: its
     whole forward phase goes at the slowest stage's pace, so one stage's CPU time running slow
-    for a run moves it, and it is held to 25%."""
-    res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4,gpipe:16"],
-                  timeout=400)
+    for a run moves it (CI, 2026-12-02 00:52 UTC: -42% at M = 16 in one run, +1% in the next
+    two by hand). So GPipe is held to 25% on the median of three runs."""
+    res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4x3,gpipe:16x3"],
+                  timeout=600)
     res.expect_ok()
     runs = res.records[0]["runs"]
     assert set(runs) == {"1f1b:4", "1f1b:16", "gpipe:4", "gpipe:16"}
