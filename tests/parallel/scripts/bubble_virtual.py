@@ -1,7 +1,8 @@
 """Rank script: P = 4 pipelines under the virtual clock; report each run's measured bubble.
 
 Usage (under ``python -m mpi4py``): ``bubble_virtual.py RUNS`` with RUNS like
-``1f1b:4,gpipe:16x3`` (schedule:micro-batches, and ``xN``: N runs, the median reported). Every run trains the same 4-layer MLP of
+``1f1b:4,gpipe:16x3`` (schedule:micro-batches, and ``xN``: N runs, the median reported).
+Every run trains the same 4-layer MLP of
 width 1024 on 1024 rows a step (float32), one stage per rank, its input 1536 wide so
 that stage 0 (no input gradient: F + B = 2·1536·1024) costs what the others do (3·1024²);
 rank 0 reports per run
