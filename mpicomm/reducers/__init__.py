@@ -90,9 +90,9 @@ def check_same_request(comm: MPI.Comm, name: str, opts: ReducerOptions | None,
     """Raise ``ConfigError`` on every rank unless all ranks of ``comm`` asked for ``name``
     with ``opts`` (one Allgather of (strategy index, hash of the options)).
 
-    ``opts`` None: this rank refused its own request for reason ``why`` (it raises that
-    error itself; the others, instead of waiting for it, one naming it and the reason,
-    which the first refusing rank broadcasts)."""
+    ``opts`` None: this rank refused its own request for reason ``why``; it still joins the
+    Allgather and raises its own error, and every other rank raises one naming the first
+    refusing rank and its reason (which that rank broadcasts), instead of waiting for it."""
     if comm.Get_size() == 1:
         return
     names = list(REDUCERS)

@@ -39,6 +39,7 @@ from mpicomm.core.links import parse_link
 from mpicomm.core.options import HIERARCHICAL_VARIANTS, ReducerFields, ReducerOptions
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
+from mpicomm.train.data import DEFAULT_HOLDOUT
 from mpicomm.train.model import parse_layers
 
 __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
@@ -48,7 +49,6 @@ __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "ch
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
 
 
-DEFAULT_HOLDOUT = 0.1  # --holdout when not given
 DEFAULT_LAYERS = (256, 512, 512, 10)  # --layers when not given (digits: data.DIGITS_LAYERS)
 
 

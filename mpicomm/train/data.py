@@ -32,9 +32,11 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Dataset", "DataError", "Shard", "synthetic", "load_npz", "digits", "DIGITS",
+           "load_dataset", "DEFAULT_HOLDOUT",
            "DIGITS_LAYERS", "check_rows_per_step"]
 
 DIGITS = "digits"  # the --data value naming the bundled digits set
+DEFAULT_HOLDOUT = 0.1  # --holdout when not given
 DIGITS_LAYERS = (64, 128, 10)  # its --layers when none are given: 64 pixels in, 10 classes out
 
 TEACHER_HIDDEN = 32
@@ -309,3 +311,16 @@ class Shard:
             )
         self.epoch, self.cursor = int(epoch), int(cursor) * self.accumulate
         self._perm = self._permutation(self.epoch)
+
+
+def load_dataset(cfg: Any) -> Dataset:
+    """The data set a training config names (``TrainConfig``: ``data``, ``layers``,
+    ``holdout``, ``seed``, ``dtype``, the synthetic sizes): digits, a ``.npz`` or synthetic."""
+    features, classes = cfg.layers[0], cfg.layers[-1]
+    if cfg.data == DIGITS:  # scikit-learn's bundled 8x8 digits
+        return digits(features, classes, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
+    if cfg.data:
+        return load_npz(cfg.data, features, classes, holdout=cfg.holdout, seed=cfg.seed,
+                        dtype=cfg.dtype, holdout_given=cfg.holdout != DEFAULT_HOLDOUT)
+    return synthetic(features, classes, cfg.train_samples, cfg.test_samples, seed=cfg.seed,
+                     dtype=cfg.dtype)

@@ -46,8 +46,8 @@ from mpicomm.train.checkpoint import (
     restore_codec_state,
     save_checkpoint,
 )
-from mpicomm.train.config import DEFAULT_HOLDOUT, ConfigError, TrainConfig, add_arguments
-from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
+from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
+from mpicomm.train.data import DataError, Shard, load_dataset
 from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.record import build_record
 from mpicomm.train.report import document, format_table, write_json
@@ -201,16 +201,7 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
 
 
 def _worker_state(cfg: TrainConfig, world: World) -> Job:
-    xp, features, classes = world.xp, cfg.layers[0], cfg.layers[-1]
-    if cfg.data == DIGITS:  # scikit-learn's bundled 8x8 digits
-        ds = digits(features, classes, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
-    elif cfg.data:
-        ds = load_npz(cfg.data, features, classes, holdout=cfg.holdout, seed=cfg.seed,
-                      holdout_given=cfg.holdout != DEFAULT_HOLDOUT,
-                      dtype=cfg.dtype)
-    else:
-        ds = synthetic(features, classes, cfg.train_samples, cfg.test_samples, seed=cfg.seed,
-                       dtype=cfg.dtype)
+    xp, ds = world.xp, load_dataset(cfg)
     shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=world.worker_rank,
                   num_workers=world.workers, seed=cfg.seed, xp=xp, accumulate=cfg.accumulate)
     model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
@@ -349,8 +340,9 @@ def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine,
         engine.backward(job.model.backward(), last=k == K - 1)
         if engine.on_gpu:
             sync_device(job.model.grads)
-        in_backward += engine.comm_exposed_s - sent
-        compute += perf() - t - (engine.comm_exposed_s - sent)
+        waited = engine.comm_exposed_s - sent
+        in_backward += waited
+        compute += perf() - t - waited
     return loss / K, compute, in_backward
 
 

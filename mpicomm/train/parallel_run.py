@@ -41,8 +41,8 @@ from mpicomm.parallel.pipeline import (
 from mpicomm.parallel.stage import Stage
 from mpicomm.parallel.tensor import TensorParallel, tp_bytes_formula
 from mpicomm.train import metrics
-from mpicomm.train.config import DEFAULT_HOLDOUT, TrainConfig
-from mpicomm.train.data import DIGITS, DataError, Shard, digits, load_npz, synthetic
+from mpicomm.train.config import TrainConfig
+from mpicomm.train.data import DataError, Shard, load_dataset
 from mpicomm.train.model import MLP, SoftmaxCrossEntropy
 from mpicomm.train.sgd import SGD
 from mpicomm.train.summary import warm_steps
@@ -141,19 +141,9 @@ def _agreed_set_up(cfg: TrainConfig, g: ParallelGroup, comm: Any) -> SimpleNames
     return job
 
 
-def _dataset(cfg: TrainConfig) -> Any:
-    f, c = cfg.layers[0], cfg.layers[-1]
-    if cfg.data == DIGITS:
-        return digits(f, c, holdout=cfg.holdout, seed=cfg.seed, dtype=cfg.dtype)
-    if cfg.data:
-        return load_npz(cfg.data, f, c, holdout=cfg.holdout, seed=cfg.seed,
-                        holdout_given=cfg.holdout != DEFAULT_HOLDOUT, dtype=cfg.dtype)
-    return synthetic(f, c, cfg.train_samples, cfg.test_samples, seed=cfg.seed, dtype=cfg.dtype)
-
-
 def _set_up(cfg: TrainConfig, g: ParallelGroup) -> SimpleNamespace:
     """The part (stage or tensor shard), its momentum and SGD, and the replica's data."""
-    ds = _dataset(cfg)
+    ds = load_dataset(cfg)
     shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=g.replica,
                   num_workers=g.replicas, seed=cfg.seed)
     full = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype)
