@@ -344,6 +344,21 @@ def check_world(cfg: TrainConfig, ranks: int) -> None:
     _check_straggler_ranks(cfg, ranks)
     _check_ranks_per_node(cfg, ranks)
     _check_rows_per_step(cfg, ranks)
+    _check_one_rank(cfg, ranks)
+
+
+def _check_one_rank(cfg: TrainConfig, ranks: int) -> None:
+    """A 1-rank job sends no message: --compress and the emulated links cannot take effect
+    (compression would still round the one rank's gradients, changing the run for nothing)."""
+    if ranks != 1:
+        return
+    if cfg.compress != "none":
+        raise ConfigError(f"--compress {cfg.compress}: a 1-rank job sends no gradient, so there "
+                          "is nothing to compress; launch 2 or more ranks (mpiexec -n 2 ...)")
+    for flag, spec in (("--inter-link", cfg.inter_link), ("--intra-link", cfg.intra_link)):
+        if spec:
+            raise ConfigError(f"{flag} {spec}: a 1-rank job sends no message over any link; "
+                              "launch 2 or more ranks (mpiexec -n 2 ...)")
 
 
 def _check_straggler_ranks(cfg: TrainConfig, ranks: int) -> None:
