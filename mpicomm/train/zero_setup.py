@@ -41,7 +41,9 @@ def check_zero_flags(cfg: TrainConfig) -> None:
     refused = [("--compress", cfg.compress != "none", "the shards travel as plain floats"),
                ("--checkpoint", bool(cfg.checkpoint), "each rank holds only its momentum shard"),
                ("--accumulate", cfg.accumulate != 1, "one backward per optimizer step"),
-               ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy")]
+               ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy"),
+               (f"--channels {cfg.channels}", cfg.channels != 1,
+                "its reduce-scatter and all-gather run one ring")]
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")

@@ -6,7 +6,7 @@ import pytest
 from mpi_harness import run_mpi
 
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.layouts import layout_config
+from mpicomm.train.layouts import check_layout_flags, layout_config
 
 
 def test_layout_names():
@@ -26,6 +26,21 @@ def test_layout_names():
         layout_config(TrainConfig(compress="int8"), "zero", 4)
     with pytest.raises(ConfigError, match="--accumulate is not supported with --strategy zero"):
         layout_config(TrainConfig(accumulate=2), "zero2", 4)
+
+
+@pytest.mark.parametrize("flags, match", [
+    (dict(pipeline_stages=4), "--pipeline-stages 4 has no effect with --layouts"),
+    (dict(tensor_parallel=4), "--tensor-parallel 4 has no effect with --layouts"),
+    (dict(zero_stage=2), "--zero-stage 2 has no effect with --layouts"),
+    (dict(micro_batches=4), "--micro-batches and --schedule shape pipeline layouts"),
+    (dict(schedule="gpipe"), "--micro-batches and --schedule shape pipeline layouts")])
+def test_layouts_refuse_flags_the_names_set(flags, match):
+    """Each of these was dropped without a word: `compare --layouts zero --zero-stage 2` ran
+    ZeRO-1, `--layouts dp,pp2 --pipeline-stages 4` ran 2 stages, `--layouts dp,tp2
+    --micro-batches 4` had no pipeline to cut."""
+    with pytest.raises(ConfigError, match=match):
+        check_layout_flags(TrainConfig(**flags), ["dp", "zero", "tp2"])
+    check_layout_flags(TrainConfig(micro_batches=4, schedule="gpipe"), ["dp", "dp2xpp2"])
 
 
 @pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
