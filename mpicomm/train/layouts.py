@@ -67,6 +67,10 @@ def check_layout_flags(cfg: T.TrainConfig, names: list[str]) -> None:
         if getattr(cfg, key) != 1:
             raise T.ConfigError(f"{flag} {getattr(cfg, key)} has no effect with --layouts: the "
                                 f"layout names set it ({spelled})")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # one name's runs would be pooled and printed on two identical rows
+        raise T.ConfigError(f"--layouts names {', '.join(twice)} more than once; --repeats runs "
+                            "a layout several times")
     pipelines = any((m := _MODEL.match(n)) is not None and m.group(2) == "pp" for n in names)
     if not pipelines and (cfg.micro_batches != 1 or cfg.schedule != "1f1b"):
         raise T.ConfigError("--micro-batches and --schedule shape pipeline layouts (ppK, "
@@ -89,6 +93,8 @@ def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
         raise T.ConfigError(f"--layouts: unknown layout {name!r}; valid: dp, zero, zero2, ppK, "
                             "tpK, dpAxppK, dpAxtpK")
     replicas, kind, k = m.group(1), m.group(2), int(m.group(3))
+    if k < 2:  # one stage or shard per replica is data parallelism, under another name
+        raise T.ConfigError(f"--layouts {name}: {kind}K needs K >= 2 ({kind}{k} is dp)")
     if replicas is not None and int(replicas) * k != ranks:
         raise T.ConfigError(f"--layouts {name}: {replicas} x {k} ranks, the job has {ranks}")
     extra = {"pipeline_stages": k, "micro_batches": cfg.micro_batches,

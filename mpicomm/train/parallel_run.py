@@ -77,18 +77,22 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
     if P > linears:
         raise ConfigError(f"--pipeline-stages {P} for a model of {linears} layers: each stage "
                           "needs at least one layer")
-    if T > 1 and (linears < 2 or min(cfg.layers[1:-1:2]) < T):
-        raise ConfigError(f"--tensor-parallel {T} needs a layer pair whose hidden widths "
-                          f"(here {list(cfg.layers[1:-1:2])}) are >= {T}")
+    if T > 1 and linears < 2:
+        raise ConfigError(f"--tensor-parallel {T} needs a pair of linear layers: --layers "
+                          f"{','.join(map(str, cfg.layers))} has {linears}")
+    if T > 1 and min(cfg.layers[1:-1:2]) < T:
+        raise ConfigError(f"--tensor-parallel {T} needs every layer pair's hidden width >= "
+                          f"{T}: here {list(cfg.layers[1:-1:2])}")
     if cfg.batch_size % M:
         raise ConfigError(f"--batch-size {cfg.batch_size} does not split into --micro-batches "
                           f"{M} of equal rows")
     if ranks is not None and ranks % K:
         raise ConfigError(f"{ranks} ranks do not split into groups of {K} "
                           f"({'stages' if P > 1 else 'tensor shards'})")
-    if ranks == K and cfg.compress != "none":
-        raise ConfigError(f"--compress has no effect with one replica ({ranks} ranks = {K} "
-                          "parts): it compresses the all-reduce across replicas only")
+    for flag, bad in (("--compress", cfg.compress != "none"), ("--channels", cfg.channels != 1)):
+        if ranks == K and bad:
+            raise ConfigError(f"{flag} has no effect with one replica ({ranks} ranks = {K} "
+                              "parts): it shapes the all-reduce across replicas only")
     refused = [("--strategy zero", cfg.strategy == "zero"), ("--ps-mode", bool(cfg.ps_mode)),
                ("--accumulate", cfg.accumulate != 1), ("--checkpoint", bool(cfg.checkpoint)),
                ("--trace", bool(cfg.trace)), ("--straggler/--jitter",

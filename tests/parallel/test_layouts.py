@@ -43,6 +43,16 @@ def test_layouts_refuse_flags_the_names_set(flags, match):
     check_layout_flags(TrainConfig(micro_batches=4, schedule="gpipe"), ["dp", "dp2xpp2"])
 
 
+def test_layouts_refuse_a_name_twice_and_one_part():
+    """`--layouts dp,dp` printed two identical rows of pooled runs; `tp1` and `pp1` ran the
+    data-parallel loop under a model-parallel name."""
+    with pytest.raises(ConfigError, match="names dp more than once"):
+        check_layout_flags(TrainConfig(), ["dp", "zero", "dp"])
+    for name in ("tp1", "pp1", "dp4xtp1"):
+        with pytest.raises(ConfigError, match="needs K >= 2"):
+            layout_config(TrainConfig(layers=(8, 8, 8, 4)), name, 4)
+
+
 @pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
 def test_compare_layouts_same_losses_and_memory_columns(tmp_path):
     out = tmp_path / "l.json"
