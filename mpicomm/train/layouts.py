@@ -57,16 +57,27 @@ _SET_BY_NAME = (("--pipeline-stages", "pipeline_stages", "ppK, dpAxppK"),
                 ("--zero-stage", "zero_stage", "zero, zero2"))
 
 
+# options of reducers other than the ring, which every layout reduces with
+_OTHER_REDUCERS = (("--servers", "servers"), ("--dedicated", "dedicated"),
+                   ("--variant", "variant"), ("--crossover-bytes", "crossover_bytes"))
+
+
 def check_layout_flags(cfg: T.TrainConfig, names: list[str]) -> None:
     """Raise ``ConfigError`` for a flag ``--layouts`` would ignore (no MPI).
 
     The layout names set the stages, shards and ZeRO stage, so those flags are refused;
-    ``--micro-batches`` and ``--schedule`` shape pipeline layouts only, so they need one.
+    ``--micro-batches`` and ``--schedule`` shape pipeline layouts only, so they need one;
+    every layout reduces with the ring, so other reducers' options are refused.
     """
     for flag, key, spelled in _SET_BY_NAME:
         if getattr(cfg, key) != 1:
             raise T.ConfigError(f"{flag} {getattr(cfg, key)} has no effect with --layouts: the "
                                 f"layout names set it ({spelled})")
+    default = T.TrainConfig()
+    for flag, key in _OTHER_REDUCERS:
+        if getattr(cfg, key) != getattr(default, key):
+            raise T.ConfigError(f"{flag} has no effect with --layouts: every layout reduces "
+                                "with the ring (docs/parallelism.md)")
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:  # one name's runs would be pooled and printed on two identical rows
         raise T.ConfigError(f"--layouts names {', '.join(twice)} more than once; --repeats runs "

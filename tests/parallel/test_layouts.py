@@ -33,11 +33,15 @@ def test_layout_names():
     (dict(tensor_parallel=4), "--tensor-parallel 4 has no effect with --layouts"),
     (dict(zero_stage=2), "--zero-stage 2 has no effect with --layouts"),
     (dict(micro_batches=4), "--micro-batches and --schedule shape pipeline layouts"),
-    (dict(schedule="gpipe"), "--micro-batches and --schedule shape pipeline layouts")])
+    (dict(schedule="gpipe"), "--micro-batches and --schedule shape pipeline layouts"),
+    (dict(servers=2), "--servers has no effect with --layouts"),
+    (dict(variant="leader"), "--variant has no effect with --layouts"),
+    (dict(crossover_bytes=4096), "--crossover-bytes has no effect with --layouts")])
 def test_layouts_refuse_flags_the_names_set(flags, match):
     """Each of these was dropped without a word: `compare --layouts zero --zero-stage 2` ran
     ZeRO-1, `--layouts dp,pp2 --pipeline-stages 4` ran 2 stages, `--layouts dp,tp2
-    --micro-batches 4` had no pipeline to cut."""
+    --micro-batches 4` had no pipeline to cut; every layout reduces with the ring, so
+    `--servers 2` or `--variant leader` changed nothing."""
     with pytest.raises(ConfigError, match=match):
         check_layout_flags(TrainConfig(**flags), ["dp", "zero", "tp2"])
     check_layout_flags(TrainConfig(micro_batches=4, schedule="gpipe"), ["dp", "dp2xpp2"])
@@ -82,3 +86,8 @@ def test_layouts_refuse_strategies():
     out = res.stdout + res.stderr
     assert not res.timed_out and res.returncode == 2, res.tail()
     assert out.count("--strategies has no effect with --layouts") == 1, res.tail()
+    res = run_mpi(2, ["-m", "mpicomm", "compare", "--layouts", "dp,tp2", "--explain",
+                      "--layers", "8,16,16,4", "--steps", "100000"], timeout=60)
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert out.count("--explain has no effect with --layouts") == 1, res.tail()
