@@ -30,6 +30,7 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.parallel.groups import ParallelGroup
 from mpicomm.parallel.pipeline import (
     SCHEDULES,
@@ -89,6 +90,7 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
     if ranks is not None and ranks % K:
         raise ConfigError(f"{ranks} ranks do not split into groups of {K} "
                           f"({'stages' if P > 1 else 'tensor shards'})")
+    _check_replica_nodes(cfg, ranks, K)
     for flag, bad in (("--compress", cfg.compress != "none"), ("--channels", cfg.channels != 1)):
         if ranks == K and bad:
             raise ConfigError(f"{flag} has no effect with one replica ({ranks} ranks = {K} "
@@ -105,6 +107,24 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
         if bad:
             raise ConfigError(f"{flag} is not supported with "
                               f"{'--pipeline-stages' if P > 1 else '--tensor-parallel'}")
+
+
+def _check_replica_nodes(cfg: TrainConfig, ranks: int | None, K: int) -> None:
+    """Refuse simulated nodes on which a part's replicas sit unevenly.
+
+    The replicas' reducer models nodes as equal runs of its ranks (``groups.replica_nodes``).
+    Part j's replicas are world ranks j, j+K, j+2K, ...: nodes of n ranks hold n/K of them
+    each when K divides n, one each when n <= K, and otherwise runs of unequal length (6 ranks,
+    nodes of 3, K = 2: part 1's replicas on nodes 0, 1, 1), which the reducer would model as
+    other nodes than they are.
+    """
+    n = resolve_ranks_per_node(cfg.ranks_per_node)
+    if ranks is None or n is None or ranks == K or n <= K or n % K == 0:
+        return
+    parts = "stages" if cfg.pipeline_stages > 1 else "tensor shards"
+    raise ConfigError(f"--ranks-per-node {n} with {K} {parts} per replica: a part's replicas "
+                      "would sit unevenly on the nodes, which their all-reduce cannot model; "
+                      f"use nodes of at most {K} ranks or of a multiple of {K}")
 
 
 def run_parallel(cfg: TrainConfig, comm: Any, verbose: bool = True) -> dict[str, Any]:

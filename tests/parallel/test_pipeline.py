@@ -184,6 +184,39 @@ def test_replica_nodes_count_the_replicas_of_a_part_per_node():
     assert replica_nodes([r // 2 for r in range(8)], 4, 3) == 1  # a replica spans 2 nodes
 
 
+def _models(nodes: list[int], K: int, k: int) -> bool:
+    """True when ``replica_nodes`` describes which of part k's replicas share a node."""
+    mine, q = nodes[k::K], replica_nodes(nodes, K, k)
+    return all((mine[i] == mine[j]) == (i // q == j // q)
+               for i in range(len(mine)) for j in range(len(mine)))
+
+
+@pytest.mark.parametrize("family", ["pipeline_stages", "tensor_parallel"])
+def test_replicas_on_uneven_nodes_are_refused(family):
+    """6 ranks on nodes of 3, K = 2: part 1's replicas sit on nodes 0, 1, 1 and the reducer was
+    told nodes of 1 (it charged the node-1 pair at the inter-node link). Every layout that
+    check_parallel_flags accepts is modelled exactly; the others are refused."""
+    with pytest.raises(ConfigError, match="unevenly on the nodes"):
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), **{family: 2},
+                                         ranks_per_node=3), ranks=6)
+    if family == "tensor_parallel":
+        return  # the sweep below checks the one rule both families share
+    for ranks in range(4, 13):
+        for K in (2, 3, 4):
+            for k in range(1, ranks + 1):
+                if ranks % K or ranks % k or ranks == K:
+                    continue
+                nodes = [r // k for r in range(ranks)]
+                exact = all(_models(nodes, K, part) for part in range(K))
+                cfg = TrainConfig(layers=(8, 8, 8, 8, 4), **{family: K}, ranks_per_node=k)
+                try:
+                    check_parallel_flags(cfg, ranks)
+                except ConfigError as exc:
+                    assert not exact and "unevenly" in str(exc), (ranks, K, k)
+                else:
+                    assert exact, (ranks, K, k)
+
+
 @pytest.mark.slow
 def test_replicas_all_reduce_crosses_the_inter_node_link(tmp_path):
     """2 replicas x 2 stages on 2 simulated nodes: each stage's replicas sit on different nodes,
