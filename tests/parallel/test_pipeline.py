@@ -121,11 +121,15 @@ def test_pipeline_cli(tmp_path):
     out = tmp_path / "p.json"
     args = ["-m", "mpicomm", "train", "--layers", "16,24,24,4", "--steps", "3", "--batch-size",
             "8", "--train-samples", "256", "--test-samples", "32", "--log-every", "0"]
-    res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "4", "--json",
-                      str(out)], timeout=120)
+    res = run_mpi(2, [*args[:-1], "1", "--pipeline-stages", "2", "--micro-batches", "4",
+                      "--json", str(out)], timeout=120)
     assert res.returncode == 0, res.tail()
     rec = json.loads(out.read_text())["results"][0]
     assert rec["strategy"] == "pp2:1f1b" and rec["peak_microbatches_by_stage"] == [2, 1], rec
+    # --log-every 1: a progress line per step with the step's loss (there was none at all)
+    printed = [float(line.split("loss ")[1].split()[0]) for line in res.stdout.splitlines()
+               if line.startswith("pp2:1f1b step")]
+    assert printed == [round(x, 4) for x in rec["loss_history"]], res.tail()
     res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "3"], timeout=60)
     assert res.returncode == 2 and res.stdout.count("does not split") == 1, res.tail()
 
