@@ -180,6 +180,11 @@ def run(args: argparse.Namespace) -> int:
                       "layout reduces with the ring; docs/parallelism.md); give one or the other",
                       flush=True)
             return 2
+        if args.explain:  # the reading it explains is the strategies' table, not the layouts'
+            if metrics.world().Get_rank() == 0:
+                print("mpicomm compare: error: --explain has no effect with --layouts (it "
+                      "explains the --strategies table)", flush=True)
+            return 2
         return layouts.run(args)
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0

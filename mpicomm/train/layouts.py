@@ -37,7 +37,7 @@ from mpicomm.train import metrics
 from mpicomm.train.parallel_run import check_parallel_flags
 from mpicomm.train.zero_setup import check_zero_flags
 
-__all__ = ["layout_config", "run", "LAYOUT_COLUMNS"]
+__all__ = ["check_layout_flags", "layout_config", "run", "LAYOUT_COLUMNS"]
 
 _MODEL = re.compile(r"^(?:dp(\d+)x)?(pp|tp)(\d+)$")
 
@@ -48,6 +48,44 @@ LAYOUT_COLUMNS = [  # header, record key, unit
     ("opt KB", "optimizer_state_bytes", "kb"), ("act KB", "activation_bytes", "kb"),
     ("loss", "train_loss_last", "loss"),
 ]
+
+
+# flags the layout names set (each layout overrides them): given beside --layouts they would
+# be dropped without a word
+_SET_BY_NAME = (("--pipeline-stages", "pipeline_stages", "ppK, dpAxppK"),
+                ("--tensor-parallel", "tensor_parallel", "tpK, dpAxtpK"),
+                ("--zero-stage", "zero_stage", "zero, zero2"))
+
+
+# options of reducers other than the ring, which every layout reduces with
+_OTHER_REDUCERS = (("--servers", "servers"), ("--dedicated", "dedicated"),
+                   ("--variant", "variant"), ("--crossover-bytes", "crossover_bytes"))
+
+
+def check_layout_flags(cfg: T.TrainConfig, names: list[str]) -> None:
+    """Raise ``ConfigError`` for a flag ``--layouts`` would ignore (no MPI).
+
+    The layout names set the stages, shards and ZeRO stage, so those flags are refused;
+    ``--micro-batches`` and ``--schedule`` shape pipeline layouts only, so they need one;
+    every layout reduces with the ring, so other reducers' options are refused.
+    """
+    for flag, key, spelled in _SET_BY_NAME:
+        if getattr(cfg, key) != 1:
+            raise T.ConfigError(f"{flag} {getattr(cfg, key)} has no effect with --layouts: the "
+                                f"layout names set it ({spelled})")
+    default = T.TrainConfig()
+    for flag, key in _OTHER_REDUCERS:
+        if getattr(cfg, key) != getattr(default, key):
+            raise T.ConfigError(f"{flag} has no effect with --layouts: every layout reduces "
+                                "with the ring (docs/parallelism.md)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # one name's runs would be pooled and printed on two identical rows
+        raise T.ConfigError(f"--layouts names {', '.join(twice)} more than once; --repeats runs "
+                            "a layout several times")
+    pipelines = any((m := _MODEL.match(n)) is not None and m.group(2) == "pp" for n in names)
+    if not pipelines and (cfg.micro_batches != 1 or cfg.schedule != "1f1b"):
+        raise T.ConfigError("--micro-batches and --schedule shape pipeline layouts (ppK, "
+                            "dpAxppK), which --layouts does not name")
 
 
 def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
@@ -66,6 +104,8 @@ def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
         raise T.ConfigError(f"--layouts: unknown layout {name!r}; valid: dp, zero, zero2, ppK, "
                             "tpK, dpAxppK, dpAxtpK")
     replicas, kind, k = m.group(1), m.group(2), int(m.group(3))
+    if k < 2:  # one stage or shard per replica is data parallelism, under another name
+        raise T.ConfigError(f"--layouts {name}: {kind}K needs K >= 2 ({kind}{k} is dp)")
     if replicas is not None and int(replicas) * k != ranks:
         raise T.ConfigError(f"--layouts {name}: {replicas} x {k} ranks, the job has {ranks}")
     extra = {"pipeline_stages": k, "micro_batches": cfg.micro_batches,
@@ -115,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         if comm.Get_size() < 2:
             raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
         cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
+        check_layout_flags(cfg, names)
         cfgs = {name: layout_config(cfg, name, comm.Get_size()) for name in names}
         if not names or args.repeats < 1:
             raise T.ConfigError("--layouts needs at least one layout and --repeats >= 1")

@@ -30,6 +30,7 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.parallel.groups import ParallelGroup
 from mpicomm.parallel.pipeline import (
     SCHEDULES,
@@ -77,18 +78,23 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
     if P > linears:
         raise ConfigError(f"--pipeline-stages {P} for a model of {linears} layers: each stage "
                           "needs at least one layer")
-    if T > 1 and (linears < 2 or min(cfg.layers[1:-1:2]) < T):
-        raise ConfigError(f"--tensor-parallel {T} needs a layer pair whose hidden widths "
-                          f"(here {list(cfg.layers[1:-1:2])}) are >= {T}")
+    if T > 1 and linears < 2:
+        raise ConfigError(f"--tensor-parallel {T} needs a pair of linear layers: --layers "
+                          f"{','.join(map(str, cfg.layers))} has {linears}")
+    if T > 1 and min(cfg.layers[1:-1:2]) < T:
+        raise ConfigError(f"--tensor-parallel {T} needs every layer pair's hidden width >= "
+                          f"{T}: here {list(cfg.layers[1:-1:2])}")
     if cfg.batch_size % M:
         raise ConfigError(f"--batch-size {cfg.batch_size} does not split into --micro-batches "
                           f"{M} of equal rows")
     if ranks is not None and ranks % K:
         raise ConfigError(f"{ranks} ranks do not split into groups of {K} "
                           f"({'stages' if P > 1 else 'tensor shards'})")
-    if ranks == K and cfg.compress != "none":
-        raise ConfigError(f"--compress has no effect with one replica ({ranks} ranks = {K} "
-                          "parts): it compresses the all-reduce across replicas only")
+    _check_replica_nodes(cfg, ranks, K)
+    for flag, bad in (("--compress", cfg.compress != "none"), ("--channels", cfg.channels != 1)):
+        if ranks == K and bad:
+            raise ConfigError(f"{flag} has no effect with one replica ({ranks} ranks = {K} "
+                              "parts): it shapes the all-reduce across replicas only")
     refused = [("--strategy zero", cfg.strategy == "zero"), ("--ps-mode", bool(cfg.ps_mode)),
                ("--accumulate", cfg.accumulate != 1), ("--checkpoint", bool(cfg.checkpoint)),
                ("--trace", bool(cfg.trace)), ("--straggler/--jitter",
@@ -103,6 +109,24 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
                               f"{'--pipeline-stages' if P > 1 else '--tensor-parallel'}")
 
 
+def _check_replica_nodes(cfg: TrainConfig, ranks: int | None, K: int) -> None:
+    """Refuse simulated nodes on which a part's replicas sit unevenly.
+
+    The replicas' reducer models nodes as equal runs of its ranks (``groups.replica_nodes``).
+    Part j's replicas are world ranks j, j+K, j+2K, ...: nodes of n ranks hold n/K of them
+    each when K divides n, one each when n <= K, and otherwise runs of unequal length (6 ranks,
+    nodes of 3, K = 2: part 1's replicas on nodes 0, 1, 1), which the reducer would model as
+    other nodes than they are.
+    """
+    n = resolve_ranks_per_node(cfg.ranks_per_node)
+    if ranks is None or n is None or ranks == K or n <= K or n % K == 0:
+        return
+    parts = "stages" if cfg.pipeline_stages > 1 else "tensor shards"
+    raise ConfigError(f"--ranks-per-node {n} with {K} {parts} per replica: a part's replicas "
+                      "would sit unevenly on the nodes, which their all-reduce cannot model; "
+                      f"use nodes of at most {K} ranks or of a multiple of {K}")
+
+
 def run_parallel(cfg: TrainConfig, comm: Any, verbose: bool = True) -> dict[str, Any]:
     """Train a pipeline or tensor-parallel layout; return the run's record (all ranks)."""
     check_parallel_flags(cfg, comm.Get_size())                                          # 1.
@@ -110,7 +134,7 @@ def run_parallel(cfg: TrainConfig, comm: Any, verbose: bool = True) -> dict[str,
                       strategy=cfg.strategy, options=cfg.reducer_options())
     try:
         job = _agreed_set_up(cfg, g, comm)                                             # 3.
-        out = _steps(cfg, g, job)                                                      # 4.
+        out = _steps(cfg, g, job, verbose)                                             # 4.
         rec = _record(cfg, comm, g, job, out)                                          # 5.
     finally:
         g.close()
@@ -186,10 +210,13 @@ def _criterion(cfg: TrainConfig, rows: int) -> SoftmaxCrossEntropy:
     return SoftmaxCrossEntropy(np, rows, cfg.layers[-1], np.dtype(cfg.dtype))
 
 
-def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace) -> dict:
+def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace, verbose: bool) -> dict:
     """Run the steps; per step: (step, waiting for the other parts, replicas' all-reduce,
-    optimizer, the part's span: a pipeline stage's forward/backward schedule) seconds."""
+    optimizer, the part's span: a pipeline stage's forward/backward schedule) seconds.
+    Every ``--log-every`` steps replica 0's last part (it has the loss) prints a progress
+    line, as the loop's worker 0 does; no message is sent for it."""
     n = cfg.steps
+    say = verbose and cfg.log_every and g.replica == 0 and g.part == g.parts - 1
     times, losses = np.zeros((n, 5)), np.zeros(n)
     base_lr = cfg.lr * (g.replicas if cfg.scale_lr else 1)
     perf = clock.now
@@ -207,7 +234,25 @@ def _steps(cfg: TrainConfig, g: ParallelGroup, job: SimpleNamespace) -> dict:
         t3 = perf()
         span = job.spanned() if job.spanned else t1 - t0
         times[i] = (t3 - t0, job.waited(), t2 - t1, t3 - t2, span)
+        if say and (i + 1) % cfg.log_every == 0:
+            _log(cfg, g, i, lr, losses, times)
     return {"times": times, "losses": losses}
+
+
+def _label(cfg: TrainConfig, g: ParallelGroup) -> str:
+    """The run's name: ``ppP:SCHEDULE`` or ``tpT``, ``dpR x`` it with R > 1 replicas."""
+    name = f"pp{g.parts}:{cfg.schedule}" if cfg.pipeline_stages > 1 else f"tp{g.parts}"
+    return name if g.replicas == 1 else f"dp{g.replicas}x{name}"
+
+
+def _log(cfg: TrainConfig, g: ParallelGroup, i: int, lr: float, losses: np.ndarray,
+         times: np.ndarray) -> None:
+    """One progress line: replica 0's mean loss and this rank's samples/s over the window."""
+    k = min(cfg.log_every, i + 1)
+    window = slice(i - k + 1, i + 1)
+    print(f"{_label(cfg, g)} step {i + 1:5d}/{cfg.steps}  loss {losses[window].mean():.4f}  "
+          f"lr {lr:.4g}  {cfg.batch_size * g.replicas * k / times[window, 0].sum():,.0f} "
+          "samples/s", flush=True)
 
 
 def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
@@ -254,7 +299,7 @@ def _record(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleNamespace,
     if cfg.pipeline_stages > 1:
         rec.update(_pipeline_fields(cfg, comm, g, job, rows, n))
     else:
-        rec["strategy"] = f"tp{g.parts}" if R == 1 else f"dp{R}xtp{g.parts}"
+        rec["strategy"] = _label(cfg, g)
         rec["tensor_parallel"] = g.parts
         held = job.part.activation_bytes(cfg.batch_size)
         rec["activation_bytes"] = int(metrics.max_over_ranks(comm, np.array([held]))[0])
@@ -274,9 +319,8 @@ def _pipeline_fields(cfg: TrainConfig, comm: Any, g: ParallelGroup, job: SimpleN
     order = np.argsort(rows[r0, 0])
     e0 = extra[r0][order]  # replica 0's stages, in stage order
     sim = simulate(schedule(cfg.schedule, P, M))
-    label = f"pp{P}" if g.replicas == 1 else f"dp{g.replicas}xpp{P}"
     return {
-        "strategy": f"{label}:{cfg.schedule}", "pipeline_stages": P, "micro_batches": M,
+        "strategy": _label(cfg, g), "pipeline_stages": P, "micro_batches": M,
         "schedule": cfg.schedule,
         "bubble_slots": sim.bubble, "bubble_formula": bubble_formula(P, M),
         "bubble_measured": float(idle.min(axis=0).mean()) if idle.size else NAN,

@@ -41,7 +41,13 @@ def check_zero_flags(cfg: TrainConfig) -> None:
     refused = [("--compress", cfg.compress != "none", "the shards travel as plain floats"),
                ("--checkpoint", bool(cfg.checkpoint), "each rank holds only its momentum shard"),
                ("--accumulate", cfg.accumulate != 1, "one backward per optimizer step"),
-               ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy")]
+               ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy"),
+               (f"--channels {cfg.channels}", cfg.channels != 1,
+                "its reduce-scatter and all-gather run one ring"),
+               ("--dedicated", cfg.dedicated, "every rank serves its own shard (S = p, "
+                "colocated); for dedicated servers use --strategy ps"),
+               (f"--servers {cfg.servers}", cfg.servers != 1, "every rank serves its own shard "
+                "(S = p, colocated); for S servers use --strategy ps")]
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")

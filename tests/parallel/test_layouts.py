@@ -6,7 +6,7 @@ import pytest
 from mpi_harness import run_mpi
 
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.layouts import layout_config
+from mpicomm.train.layouts import check_layout_flags, layout_config
 
 
 def test_layout_names():
@@ -26,6 +26,35 @@ def test_layout_names():
         layout_config(TrainConfig(compress="int8"), "zero", 4)
     with pytest.raises(ConfigError, match="--accumulate is not supported with --strategy zero"):
         layout_config(TrainConfig(accumulate=2), "zero2", 4)
+
+
+@pytest.mark.parametrize("flags, match", [
+    (dict(pipeline_stages=4), "--pipeline-stages 4 has no effect with --layouts"),
+    (dict(tensor_parallel=4), "--tensor-parallel 4 has no effect with --layouts"),
+    (dict(zero_stage=2), "--zero-stage 2 has no effect with --layouts"),
+    (dict(micro_batches=4), "--micro-batches and --schedule shape pipeline layouts"),
+    (dict(schedule="gpipe"), "--micro-batches and --schedule shape pipeline layouts"),
+    (dict(servers=2), "--servers has no effect with --layouts"),
+    (dict(variant="leader"), "--variant has no effect with --layouts"),
+    (dict(crossover_bytes=4096), "--crossover-bytes has no effect with --layouts")])
+def test_layouts_refuse_flags_the_names_set(flags, match):
+    """Each of these was dropped without a word: `compare --layouts zero --zero-stage 2` ran
+    ZeRO-1, `--layouts dp,pp2 --pipeline-stages 4` ran 2 stages, `--layouts dp,tp2
+    --micro-batches 4` had no pipeline to cut; every layout reduces with the ring, so
+    `--servers 2` or `--variant leader` changed nothing."""
+    with pytest.raises(ConfigError, match=match):
+        check_layout_flags(TrainConfig(**flags), ["dp", "zero", "tp2"])
+    check_layout_flags(TrainConfig(micro_batches=4, schedule="gpipe"), ["dp", "dp2xpp2"])
+
+
+def test_layouts_refuse_a_name_twice_and_one_part():
+    """`--layouts dp,dp` printed two identical rows of pooled runs; `tp1` and `pp1` ran the
+    data-parallel loop under a model-parallel name."""
+    with pytest.raises(ConfigError, match="names dp more than once"):
+        check_layout_flags(TrainConfig(), ["dp", "zero", "dp"])
+    for name in ("tp1", "pp1", "dp4xtp1"):
+        with pytest.raises(ConfigError, match="needs K >= 2"):
+            layout_config(TrainConfig(layers=(8, 8, 8, 4)), name, 4)
 
 
 @pytest.mark.slow  # 4 ranks (the tiers' rank rule, tests/conftest.py); CI's slow step
@@ -57,3 +86,8 @@ def test_layouts_refuse_strategies():
     out = res.stdout + res.stderr
     assert not res.timed_out and res.returncode == 2, res.tail()
     assert out.count("--strategies has no effect with --layouts") == 1, res.tail()
+    res = run_mpi(2, ["-m", "mpicomm", "compare", "--layouts", "dp,tp2", "--explain",
+                      "--layers", "8,16,16,4", "--steps", "100000"], timeout=60)
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert out.count("--explain has no effect with --layouts") == 1, res.tail()

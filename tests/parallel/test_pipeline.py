@@ -121,11 +121,15 @@ def test_pipeline_cli(tmp_path):
     out = tmp_path / "p.json"
     args = ["-m", "mpicomm", "train", "--layers", "16,24,24,4", "--steps", "3", "--batch-size",
             "8", "--train-samples", "256", "--test-samples", "32", "--log-every", "0"]
-    res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "4", "--json",
-                      str(out)], timeout=120)
+    res = run_mpi(2, [*args[:-1], "1", "--pipeline-stages", "2", "--micro-batches", "4",
+                      "--json", str(out)], timeout=120)
     assert res.returncode == 0, res.tail()
     rec = json.loads(out.read_text())["results"][0]
     assert rec["strategy"] == "pp2:1f1b" and rec["peak_microbatches_by_stage"] == [2, 1], rec
+    # --log-every 1: a progress line per step with the step's loss (there was none at all)
+    printed = [float(line.split("loss ")[1].split()[0]) for line in res.stdout.splitlines()
+               if line.startswith("pp2:1f1b step")]
+    assert printed == [round(x, 4) for x in rec["loss_history"]], res.tail()
     res = run_mpi(2, [*args, "--pipeline-stages", "2", "--micro-batches", "3"], timeout=60)
     assert res.returncode == 2 and res.stdout.count("does not split") == 1, res.tail()
 
@@ -182,6 +186,39 @@ def test_replica_nodes_count_the_replicas_of_a_part_per_node():
     assert [replica_nodes([r // 2 for r in range(4)], 2, k) for k in (0, 1)] == [1, 1]
     assert replica_nodes([r // 4 for r in range(8)], 2, 1) == 2  # replicas 0, 1 on node 0
     assert replica_nodes([r // 2 for r in range(8)], 4, 3) == 1  # a replica spans 2 nodes
+
+
+def _models(nodes: list[int], K: int, k: int) -> bool:
+    """True when ``replica_nodes`` describes which of part k's replicas share a node."""
+    mine, q = nodes[k::K], replica_nodes(nodes, K, k)
+    return all((mine[i] == mine[j]) == (i // q == j // q)
+               for i in range(len(mine)) for j in range(len(mine)))
+
+
+@pytest.mark.parametrize("family", ["pipeline_stages", "tensor_parallel"])
+def test_replicas_on_uneven_nodes_are_refused(family):
+    """6 ranks on nodes of 3, K = 2: part 1's replicas sit on nodes 0, 1, 1 and the reducer was
+    told nodes of 1 (it charged the node-1 pair at the inter-node link). Every layout that
+    check_parallel_flags accepts is modelled exactly; the others are refused."""
+    with pytest.raises(ConfigError, match="unevenly on the nodes"):
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), **{family: 2},
+                                         ranks_per_node=3), ranks=6)
+    if family == "tensor_parallel":
+        return  # the sweep below checks the one rule both families share
+    for ranks in range(4, 13):
+        for K in (2, 3, 4):
+            for k in range(1, ranks + 1):
+                if ranks % K or ranks % k or ranks == K:
+                    continue
+                nodes = [r // k for r in range(ranks)]
+                exact = all(_models(nodes, K, part) for part in range(K))
+                cfg = TrainConfig(layers=(8, 8, 8, 8, 4), **{family: K}, ranks_per_node=k)
+                try:
+                    check_parallel_flags(cfg, ranks)
+                except ConfigError as exc:
+                    assert not exact and "unevenly" in str(exc), (ranks, K, k)
+                else:
+                    assert exact, (ranks, K, k)
 
 
 @pytest.mark.slow

@@ -45,8 +45,10 @@ def test_tensor_parallel_equals_unsplit_loop_at_4_ranks(layers):
 
 
 def test_tensor_parallel_refusals():
-    with pytest.raises(ConfigError, match="hidden widths"):
+    with pytest.raises(ConfigError, match="hidden width >= 4: here"):
         check_parallel_flags(TrainConfig(layers=(8, 3, 8, 4), tensor_parallel=4))
+    with pytest.raises(ConfigError, match="needs a pair of linear layers"):  # was "(here [])"
+        check_parallel_flags(TrainConfig(layers=(8, 4), tensor_parallel=2))
     with pytest.raises(ConfigError, match="not supported"):
         check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2,
                                          pipeline_stages=2))
@@ -55,5 +57,8 @@ def test_tensor_parallel_refusals():
     with pytest.raises(ConfigError, match="one replica"):  # nothing across replicas to compress
         check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2,
                                          compress="fp16"), ranks=2)
+    with pytest.raises(ConfigError, match="--channels has no effect with one replica"):
+        check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2, channels=2),
+                             ranks=2)
     check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), tensor_parallel=2, compress="fp16"),
                          ranks=4)

@@ -38,7 +38,8 @@ def test_zero_one_bucket_two_ranks():
 
 
 @pytest.mark.parametrize("flags", [dict(compress="fp16"), dict(accumulate=2),
-                                   dict(checkpoint="x.npz")])
+                                   dict(checkpoint="x.npz"), dict(channels=2),
+                                   dict(dedicated=True), dict(servers=2)])
 def test_zero_refuses_flags_it_cannot_honour(flags):
     with pytest.raises(ConfigError, match="--strategy zero"):
         check_zero_flags(TrainConfig(strategy="zero", **flags))
