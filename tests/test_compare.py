@@ -86,6 +86,9 @@ def test_a_later_strategy_refuses_before_the_first_runs(strategies, compress, me
      "rank 1 is a dedicated parameter server"),
     # the two runs were pooled and printed on two identical rows, a "tie by construction"
     (["--strategies", "ring,ring"], "--strategies names ring more than once"),
+    # no strategy of the list has servers: ring and native ran, the flag dropped
+    (["--strategies", "ring,native", "--servers", "2"],
+     "--servers 2 has no effect with --strategies ring,native: it sets an option of ps only"),
 ])
 def test_compare_refuses_before_any_run(flags, message):
     """A flag no strategy of the list can honour: one line, exit 2, before the first round."""

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from mpi_harness import run_mpi
 
-from mpicomm.train.config import ONE_RANK_NOTE, ConfigError, TrainConfig, check_world
+from mpicomm.train.config import (
+    ONE_RANK_NOTE,
+    ConfigError,
+    TrainConfig,
+    check_strategy_options,
+    check_world,
+)
 from mpicomm.train.data import DataError, Shard, check_rows_per_step
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +96,29 @@ def _cli(*args, timeout=120):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "mpicomm", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+@pytest.mark.parametrize("kw, flag, users", [
+    (dict(servers=2), "--servers 2", "ps"), (dict(dedicated=True), "--dedicated", "ps"),
+    (dict(variant="leader"), "--variant leader", "hierarchical"),
+    (dict(crossover_bytes="4K"), "--crossover-bytes 4096", "auto"),
+    (dict(channels=2), "--channels 2", "ring")])
+def test_a_strategys_option_needs_that_strategy(kw, flag, users):
+    # `train --strategy ring --servers 2` (or --dedicated, --variant leader, ...) ran the ring
+    # alone, exit 0, the flag dropped without a word
+    cfg = TrainConfig(**kw)
+    for names in (["native"], ["tree", "recursive_doubling"]):
+        with pytest.raises(ConfigError, match=f"^{flag} has no effect with --strateg.*of {users} "):
+            check_strategy_options(cfg, names)
+    check_strategy_options(cfg, ["native", users])  # compare: one of its strategies uses it
+    check_strategy_options(TrainConfig(), ["native"])
+
+
+def test_train_refuses_another_strategys_option():
+    res = _cli("train", "--strategy", "ring", "--servers", "2", "--steps", "1")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--servers 2 has no effect with --strategy ring: it sets an option of ps only" in (
+        res.stdout.splitlines()[-1])
 
 
 def test_train_without_mpiexec_says_it_is_one_rank():

@@ -43,7 +43,7 @@ from mpicomm.reducers import check_request, strategies
 from mpicomm.train import loop as T
 from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
 from mpicomm.train.config import add_arguments as config_arguments
-from mpicomm.train.config import check_world
+from mpicomm.train.config import check_strategy_options, check_world
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
 
@@ -155,6 +155,7 @@ def _configure(args: argparse.Namespace, names: list[str],
     if bound and "ps:ssp" not in names:
         raise T.ConfigError(f"--staleness {bound} bounds ps:ssp only, which --strategies does "
                             "not name")
+    check_strategy_options(cfg, [_split_name(s)[0] for s in names])
     run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
         check_world(run_cfg, size)  # e.g. a --straggler on what is ps:MODE's server

@@ -43,7 +43,7 @@ from mpicomm.train.data import DEFAULT_HOLDOUT
 from mpicomm.train.model import parse_layers
 
 __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
-           "ONE_RANK_NOTE"]
+           "check_strategy_options", "ONE_RANK_NOTE"]
 
 # flags of one training run that compare (several runs) leaves out
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
@@ -359,6 +359,29 @@ def _check_one_rank(cfg: TrainConfig, ranks: int) -> None:
         if spec:
             raise ConfigError(f"{flag} {spec}: a 1-rank job sends no message over any link; "
                               "launch 2 or more ranks (mpiexec -n 2 ...)")
+
+
+# a strategy's own reducer options and the strategies that use them (zero: its own refusals)
+OPTION_USERS = (("servers", "--servers", ("ps", "zero")),
+                ("dedicated", "--dedicated", ("ps", "zero")),
+                ("variant", "--variant", ("hierarchical",)),
+                ("crossover_bytes", "--crossover-bytes", ("auto",)),
+                ("channels", "--channels", ("ring", "zero")))
+
+
+def check_strategy_options(cfg: TrainConfig, names: list[str]) -> None:
+    """Raise ``ConfigError`` for a strategy's option that none of ``names`` uses (a value
+    other than its default: ``--servers 2`` with ``--strategy ring`` ran the ring alone)."""
+    default = TrainConfig.__dataclass_fields__
+    for key, flag, users in OPTION_USERS:
+        value = getattr(cfg, key)
+        if value != default[key].default and not set(names) & set(users):
+            shown = flag if isinstance(value, bool) else f"{flag} {value}"
+            strategies = ", ".join(u for u in users if u != "zero")
+            given = (f"--strategy {names[0]}" if len(names) == 1
+                     else f"--strategies {','.join(names)}")
+            raise ConfigError(f"{shown} has no effect with {given}: it sets an option of "
+                              f"{strategies} only")
 
 
 def _check_straggler_ranks(cfg: TrainConfig, ranks: int) -> None:

@@ -46,7 +46,7 @@ from mpicomm.train.checkpoint import (
     restore_codec_state,
     save_checkpoint,
 )
-from mpicomm.train.config import ConfigError, TrainConfig, add_arguments
+from mpicomm.train.config import ConfigError, TrainConfig, add_arguments, check_strategy_options
 from mpicomm.train.data import DataError, Shard, load_dataset
 from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.record import build_record
@@ -422,6 +422,7 @@ def run(args: argparse.Namespace) -> int:
     comm = metrics.world()
     try:
         cfg = TrainConfig.from_args(args)
+        check_strategy_options(cfg, [cfg.strategy])
         ps_setup.check_ps_flags(cfg, comm.Get_size())
         zero_setup.check_zero_flags(cfg)
         parallel_run.check_parallel_flags(cfg, comm.Get_size())
