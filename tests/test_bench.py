@@ -243,6 +243,21 @@ def test_unknown_baseline_is_refused(capsys):
     assert names == ["auto", "ring"]  # a known baseline: first
 
 
+def test_another_strategys_option_is_refused(capsys):
+    """`bench --strategies ring --servers 2` ran the ring, the flag dropped; now one line."""
+    import argparse
+
+    from mpicomm.bench.harness import add_arguments, chosen_strategies
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert chosen_strategies(parser.parse_args(["--strategies", "ring", "--servers", "2"])) is None
+    assert ("--servers 2 has no effect with --strategies ring: it sets an option of ps only"
+            in capsys.readouterr().err)
+    assert chosen_strategies(parser.parse_args(["--strategies", "ring,ps", "--servers", "2"]))
+    assert chosen_strategies(parser.parse_args(["--channels", "2"]))  # all: the ring among them
+
+
 @pytest.mark.slow
 def test_model_with_lossy_compression_records_no_wrong_elements(tmp_path):
     """`model --compress int8` checked int8 sums against exact ones and wrote 'wrong': 1730

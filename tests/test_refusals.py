@@ -107,9 +107,12 @@ def test_a_strategys_option_needs_that_strategy(kw, flag, users):
     # `train --strategy ring --servers 2` (or --dedicated, --variant leader, ...) ran the ring
     # alone, exit 0, the flag dropped without a word
     cfg = TrainConfig(**kw)
-    for names in (["native"], ["tree", "recursive_doubling"]):
-        with pytest.raises(ConfigError, match=f"^{flag} has no effect with --strateg.*of {users} "):
-            check_strategy_options(cfg, names)
+    with pytest.raises(ConfigError, match=f"^{flag} has no effect with --strategy native: it "
+                       f"sets an option of {users} only"):
+        check_strategy_options(cfg, ["native"], "--strategy")
+    with pytest.raises(ConfigError, match=f"^{flag} has no effect with --strategies "
+                       "tree,recursive_doubling: "):
+        check_strategy_options(cfg, ["tree", "recursive_doubling"])
     check_strategy_options(cfg, ["native", users])  # compare: one of its strategies uses it
     check_strategy_options(TrainConfig(), ["native"])
 

@@ -45,9 +45,10 @@ from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
 from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
 from mpicomm.core import clock
+from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
-from mpicomm.core.options import ReducerFields
+from mpicomm.core.options import ReducerFields, check_strategy_options
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
 from mpicomm.p2p import virtual
@@ -333,6 +334,11 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
     if args.baseline in names:
         names.remove(args.baseline)
         names.insert(0, args.baseline)
+    try:  # --servers 2 beside --strategies ring: the flag would be dropped
+        check_strategy_options(args, names)
+    except ConfigError as exc:
+        usage_error(str(exc))
+        return None
     return names
 
 

@@ -16,8 +16,8 @@ from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.core.units import parse_bytes
 
-__all__ = ["ReducerOptions", "ReducerFields", "HIERARCHICAL_VARIANTS", "env_flag", "CODECS",
-           "parse_compress", "MAX_CHANNELS", "CLOCKS"]
+__all__ = ["ReducerOptions", "ReducerFields", "check_strategy_options", "HIERARCHICAL_VARIANTS",
+           "env_flag", "CODECS", "parse_compress", "MAX_CHANNELS", "CLOCKS"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
 CLOCKS = ("wall", "virtual")
@@ -231,3 +231,26 @@ class ReducerOptions(ReducerFields):
                 f"{', '.join(map(repr, unknown))}; valid options: {', '.join(valid)}"
             )
         return cls(**kwargs)
+
+
+# a strategy's own reducer options and the strategies that use them (zero: its own refusals)
+OPTION_USERS = (("servers", "--servers", ("ps", "zero")),
+                ("dedicated", "--dedicated", ("ps", "zero")),
+                ("variant", "--variant", ("hierarchical",)),
+                ("crossover_bytes", "--crossover-bytes", ("auto",)),
+                ("channels", "--channels", ("ring", "zero")))
+
+
+def check_strategy_options(values: object, names: list[str], flag: str = "--strategies") -> None:
+    """Raise ``ConfigError`` for a strategy's option that none of ``names`` uses: ``values``
+    (a config or parsed flags) holds a value other than ``ReducerFields``' default
+    (``--servers 2`` beside ``--strategy ring`` ran the ring alone, the flag dropped).
+    ``flag``: how the command names its strategies, for the message."""
+    default = ReducerFields.__dataclass_fields__
+    for key, option, users in OPTION_USERS:
+        value = getattr(values, key)
+        if value != default[key].default and not set(names) & set(users):
+            shown = option if isinstance(value, bool) else f"{option} {value}"
+            strategies = ", ".join(u for u in users if u != "zero")
+            raise ConfigError(f"{shown} has no effect with {flag} {','.join(names)}: it sets an "
+                              f"option of {strategies} only")

@@ -36,7 +36,12 @@ from mpicomm.core.errors import (
 from mpicomm.core.flags import check_types
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
-from mpicomm.core.options import HIERARCHICAL_VARIANTS, ReducerFields, ReducerOptions
+from mpicomm.core.options import (
+    HIERARCHICAL_VARIANTS,
+    ReducerFields,
+    ReducerOptions,
+    check_strategy_options,
+)
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
 from mpicomm.train.data import DEFAULT_HOLDOUT
@@ -359,29 +364,6 @@ def _check_one_rank(cfg: TrainConfig, ranks: int) -> None:
         if spec:
             raise ConfigError(f"{flag} {spec}: a 1-rank job sends no message over any link; "
                               "launch 2 or more ranks (mpiexec -n 2 ...)")
-
-
-# a strategy's own reducer options and the strategies that use them (zero: its own refusals)
-OPTION_USERS = (("servers", "--servers", ("ps", "zero")),
-                ("dedicated", "--dedicated", ("ps", "zero")),
-                ("variant", "--variant", ("hierarchical",)),
-                ("crossover_bytes", "--crossover-bytes", ("auto",)),
-                ("channels", "--channels", ("ring", "zero")))
-
-
-def check_strategy_options(cfg: TrainConfig, names: list[str]) -> None:
-    """Raise ``ConfigError`` for a strategy's option that none of ``names`` uses (a value
-    other than its default: ``--servers 2`` with ``--strategy ring`` ran the ring alone)."""
-    default = TrainConfig.__dataclass_fields__
-    for key, flag, users in OPTION_USERS:
-        value = getattr(cfg, key)
-        if value != default[key].default and not set(names) & set(users):
-            shown = flag if isinstance(value, bool) else f"{flag} {value}"
-            strategies = ", ".join(u for u in users if u != "zero")
-            given = (f"--strategy {names[0]}" if len(names) == 1
-                     else f"--strategies {','.join(names)}")
-            raise ConfigError(f"{shown} has no effect with {given}: it sets an option of "
-                              f"{strategies} only")
 
 
 def _check_straggler_ranks(cfg: TrainConfig, ranks: int) -> None:

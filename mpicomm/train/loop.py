@@ -422,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
     comm = metrics.world()
     try:
         cfg = TrainConfig.from_args(args)
-        check_strategy_options(cfg, [cfg.strategy])
+        check_strategy_options(cfg, [cfg.strategy], "--strategy")
         ps_setup.check_ps_flags(cfg, comm.Get_size())
         zero_setup.check_zero_flags(cfg)
         parallel_run.check_parallel_flags(cfg, comm.Get_size())
