@@ -15,7 +15,9 @@ flat parameter buffer (and ``(dW, db)`` into its gradient buffer). One step:
    other's sends). The last stage instead computes the micro-batch's softmax
    cross-entropy and writes dloss/dlogits, scaled by 1/(M·rows), over the logits;
 3. B(m): receive the output's gradient from stage s+1 (the last stage has it),
-   mask it with the ReLU, and per layer, last first, add xᵀ·dy to dW and Σ dy to
+   wait for the send of the output it is written over (MPI: a send buffer is not
+   touched until its send completes; it has, since the gradient came back), mask it
+   with the ReLU, and per layer, last first, add xᵀ·dy to dW and Σ dy to
    db and form dx = dy·Wᵀ; stage s > 0 sends dx (written over the slot's input,
    no longer needed) to stage s−1; the slot goes back to the free list;
 4. wait for every send of the step.
@@ -164,6 +166,7 @@ class Stage:
         dy = h[-1]
         if self.s < self.P - 1:  # the gradient of our output, masked by our last ReLU
             self._recv(self._grad_in, self.s + 1, m)
+            self._wait(slot)  # dy is the output sent forward: its send must be complete (MPI)
             np.greater(dy, 0, out=self._mask[-1])
             np.multiply(self._grad_in, self._mask[-1], out=dy)
         for j in range(len(self.weights) - 1, -1, -1):

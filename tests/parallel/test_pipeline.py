@@ -239,3 +239,40 @@ def test_replicas_all_reduce_crosses_the_inter_node_link(tmp_path):
     # ring of 2: 2α + nβ per stage, at 0.1 GB/s; the record's is the mean over ranks
     expected = sum(2 * 20e-6 + n / 0.1e9 for n in sizes) / 2
     assert rec["dp_allreduce_s"] >= 0.9 * expected, (rec["dp_allreduce_s"], expected)
+
+
+class _StrictTransport:
+    """A transport that checks MPI's rule for non-blocking sends: a send buffer is not
+    written until its send has completed (``waitall``)."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def isend(self, buf, dest, tag):
+        return buf, buf.copy()
+
+    def waitall(self, requests):
+        for buf, sent in requests:
+            assert np.array_equal(buf, sent), "a send buffer was written before its send completed"
+
+    def recv(self, buf, source, tag):
+        buf[...] = self.rng.standard_normal(buf.shape)
+
+
+@pytest.mark.parametrize("stage", [0, 1])
+def test_a_stage_never_writes_a_buffer_whose_send_is_in_flight(stage):
+    """Stage 0 of 2 sent its output forward (Isend) and, in the backward, wrote the gradient
+    over that same buffer before waiting for the send: erroneous under MPI (it worked only
+    because the gradient arrives after the activation was received)."""
+    from mpicomm.parallel.stage import Stage
+
+    rng = np.random.default_rng(0)
+    P, rows, M, widths = 3, 4, 3, [5, 7, 6]
+    weights = [(rng.standard_normal((a, b)), rng.standard_normal(b))
+               for a, b in zip(widths, widths[1:])]
+    grads = [(np.zeros_like(W), np.zeros_like(b)) for W, b in weights]
+    st = Stage(_StrictTransport(rng), stage, P, weights, grads, relu_last=True, micro_rows=rows,
+               micro=M, criterion=None)
+    x = rng.standard_normal((rows * M, widths[0]))
+    st.run(schedule("1f1b", P, M)[stage], x, None)
+    assert all(np.abs(dW).sum() > 0 for dW, _ in grads)
