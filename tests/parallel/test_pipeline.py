@@ -269,7 +269,7 @@ def test_a_stage_never_writes_a_buffer_whose_send_is_in_flight(stage):
     rng = np.random.default_rng(0)
     P, rows, M, widths = 3, 4, 3, [5, 7, 6]
     weights = [(rng.standard_normal((a, b)), rng.standard_normal(b))
-               for a, b in zip(widths, widths[1:])]
+               for a, b in zip(widths[:-1], widths[1:], strict=True)]
     grads = [(np.zeros_like(W), np.zeros_like(b)) for W, b in weights]
     st = Stage(_StrictTransport(rng), stage, P, weights, grads, relu_last=True, micro_rows=rows,
                micro=M, criterion=None)
