@@ -75,6 +75,21 @@ class _Part:
         self.step: Callable[[float], None] | None = None
 
 
+def _check_reducer(reducer: Any) -> None:
+    """Raise ``ValueError`` (on every rank alike) for a reducer whose options the engine's own
+    ring would bypass, or with ranks that never join it (dedicated parameter servers)."""
+    if reducer.num_workers != reducer.size:
+        raise ValueError(f"ZeroEngine: {reducer.size - reducer.num_workers} of the reducer's "
+                         f"{reducer.size} ranks only serve (dedicated parameter servers) and "
+                         "would never join the shards' ring; use make_reducer('ring')")
+    opts = reducer.options
+    for name, value, plain in (("compress", opts.compress, "none"),
+                               ("channels", opts.channels, 1)):
+        if value != plain:
+            raise ValueError(f"ZeroEngine: the reducer's {name}={value!r} would be bypassed (the "
+                             "shards travel as plain floats round one ring)")
+
+
 class ZeroEngine:
     """Reduce-scatter gradients, update this rank's shard, all-gather parameters.
 
@@ -106,6 +121,7 @@ class ZeroEngine:
             raise ValueError(f"ZeroEngine: stage must be 1 or 2, got {stage!r}")
         if not isinstance(grads, np.ndarray):
             raise ValueError("ZeroEngine runs on NumPy buffers (the CPU)")
+        _check_reducer(reducer)
         self.p2p, self.stage = reducer.p2p, stage
         self.params, self.grads = params, grads
         p, r = reducer.size, reducer.rank

@@ -100,3 +100,28 @@ def test_zero2_step_shares_add_up(tmp_path):
     assert min(parts) >= 0, rec
     assert sum(parts) == pytest.approx(rec["step_time_mean_s"], rel=1e-6), rec
     assert rec["comm_exposed_s"] > 2 * 50e-6, rec  # reduce-scatter and allgather counted
+
+
+@pytest.mark.parametrize("reducer, message", [
+    (dict(size=3, num_workers=2), "1 of the reducer's 3 ranks only serve"),
+    (dict(compress="int8"), "compress='int8' would be bypassed"),
+    (dict(channels=2), "channels=2 would be bypassed"),
+])
+def test_zero_engine_refuses_a_reducer_it_would_bypass_or_hang_on(reducer, message):
+    """Through the API, a dedicated-server ps reducer hung (its servers never join the
+    shards' ring) and a compressing or multi-channel one was bypassed without a word."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from mpicomm.core.options import ReducerOptions
+    from mpicomm.engine.zero import ZeroEngine
+
+    shape = dict(size=2, num_workers=2)
+    opts = {k: v for k, v in reducer.items() if k not in shape}
+    red = SimpleNamespace(**{**shape, **{k: v for k, v in reducer.items() if k in shape}},
+                          rank=0, p2p=None, options=ReducerOptions(**opts))
+    grads = np.zeros(8)
+    with pytest.raises(ValueError, match=message):
+        ZeroEngine(red, np.zeros(8), grads, [(0, 0, 8)], bucket_bytes=64, stage=1,
+                   make_optimizer=lambda p, g, v: lambda lr: None)
