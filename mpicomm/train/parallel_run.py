@@ -102,7 +102,9 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
                ("--device gpu", cfg.device != "cpu"), ("--baseline", cfg.baseline),
                ("--bucket-mb", cfg.bucket_mb != 25.0),
                ("--dedicated", cfg.dedicated),  # every rank holds a part: none can only serve
-               ("--tensorboard", bool(cfg.tensorboard))]  # the loop's writer: not this runner
+               ("--tensorboard", bool(cfg.tensorboard)),  # the loop's writer: not this runner
+               ("--no-overlap", not cfg.overlap),  # no backward thread here to turn off
+               ("--nvtx", bool(cfg.nvtx))]  # the loop's ranges: not this runner's
     for flag, bad in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with "

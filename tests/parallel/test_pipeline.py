@@ -80,8 +80,16 @@ def test_split_layers_contiguous():
     # printed "wrote TensorBoard scalars under DIR" and wrote nothing
     (dict(pipeline_stages=2, tensorboard="runs"), "--tensorboard"),
     (dict(tensor_parallel=2, tensorboard="runs"), "--tensorboard"),
+    # ran as without it: pp/tp have no backward thread to turn off, nor the loop's NVTX ranges
+    (dict(pipeline_stages=2, overlap=False), "--no-overlap"),
+    (dict(tensor_parallel=2, overlap=False), "--no-overlap"),
+    (dict(pipeline_stages=2, nvtx=True), "--nvtx"),
+    (dict(tensor_parallel=2, nvtx=True), "--nvtx"),
 ])
-def test_pipeline_refuses_flags(flags, match):
+def test_pipeline_refuses_flags(flags, match, monkeypatch):
+    from mpicomm.core import nvtx
+
+    monkeypatch.setattr(nvtx, "require", lambda: None)  # the package need not be installed
     with pytest.raises(ConfigError, match=match):
         check_parallel_flags(TrainConfig(layers=(8, 8, 8, 4), **flags))
     with pytest.raises(ConfigError, match="do not split"):
