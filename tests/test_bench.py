@@ -9,7 +9,7 @@ import pytest
 from mpi_harness import SCRIPTS, run_mpi
 
 from mpicomm.bench.allreduce import PERIOD, rank_block, tile
-from mpicomm.bench.harness import RECORD_KEYS, count_wrong, parse_bytes, size_list
+from mpicomm.bench.harness import RECORD_KEYS, count_wrong, memory_problem, parse_bytes, size_list
 
 BENCH = ["-m", "mpicomm", "bench"]
 
@@ -101,6 +101,33 @@ def test_bench_bad_values_reported_once():
     assert res.returncode == 2 and res.stderr.count("-n 0") == 1, res.tail()
     res = run_mpi(2, [*BENCH, "-b", "1M", "-e", "4K"], timeout=60)
     assert res.returncode == 2 and res.stderr.count("need 1 <= -b <= -e") == 1, res.tail()
+
+
+def test_a_sweep_larger_than_memory_is_refused_by_its_sizes():
+    """The buffers (3 with checks) and a strategy's scratch, per rank on the host."""
+    gib = 1 << 30
+    assert memory_problem(1 * gib, True, 2, 8 * gib) is None          # 4 x 1 GiB x 2 fits
+    assert memory_problem(1 * gib, False, 4, 8 * gib) is None         # 2 x 1 GiB x 4
+    why = memory_problem(512 * gib, True, 2, 17 * gib)
+    assert why == ("-e: the largest size, 512 GiB, needs at least 4096 GiB on this host "
+                   "(4 x 512 GiB a rank x 2 ranks), more than its 17 GiB available; "
+                   "give a smaller -e")
+    assert memory_problem(2 * gib, True, 2, 15 * gib) is not None     # 16 GiB > 15 GiB
+    assert memory_problem(512 * gib, True, 2, None) is None           # unknown: no verdict
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["bench", "model"])
+def test_a_size_too_large_for_memory_is_one_line_on_every_rank(command):
+    """`bench -e 1000G` died with a MemoryError traceback from NumPy (exit 1, MPI_Abort);
+    now one line, exit 2 on every rank, before the header or any measurement."""
+    res = run_mpi(2, ["-m", "mpicomm", command, "--strategies", "ring", "-b", "4K",
+                      "-e", "1000G"], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("-e: the largest size, 512 GiB, needs at least") == 1, res.tail()
+    assert "Traceback" not in out and "MemoryError" not in out and "Abort" not in out, res.tail()
+    assert "# mpicomm bench" not in out and "size (B)" not in out, res.tail()
 
 
 def test_bench_unknown_flag_reported_once():

@@ -97,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         check=args.check if opts.compress == "none" else 0,  # lossy: as bench, no checks
         dtype=args.datatype,
         op=args.op, seed=args.seed, device=args.device)
+    if bench.memory_error(max(cfg.sizes), cfg.check > 0, cfg.device, world):
+        return 2
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
