@@ -345,7 +345,7 @@ def test_measuring_model_names_the_predict_only_flags():
 def test_times_just_under_a_unit_print_in_the_next_unit():
     """`--predict --profile aws-p5-efa --ranks 64 -b 64M -e 64M` printed the tree's 999.96 us
     as "1e+03 us"."""
-    from mpicomm.bench.predict import _fmt_time
+    from mpicomm.core.units import fmt_us as _fmt_time
 
     assert _fmt_time(999.96) == "1 ms" and _fmt_time(999_960.0) == "1 s"
     assert _fmt_time(998.4) == "998 us" and _fmt_time(1234.0) == "1.23 ms"

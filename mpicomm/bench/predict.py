@@ -38,6 +38,7 @@ from mpicomm.bench.profiles import (
 )
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import parse_link
+from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
 from mpicomm.costmodel.formulas import ModelParams, predict
@@ -216,7 +217,7 @@ def format_summary(best: list[dict]) -> str:
                   if b["runner_up_ratio"] is None else
                   f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower")
         lines.append(f"#   {b['ranks']:>6} ranks {b['bytes']:>11} B: {b['strategy']} "
-                     f"{_fmt_time(b['predicted_us'])}{runner}")
+                     f"{fmt_us(b['predicted_us'])}{runner}")
     return "\n".join(lines)
 
 
@@ -337,12 +338,6 @@ def _fmt_level(level: Level) -> str:
     return f"alpha {level.alpha_s * 1e6:g} us, {level.bytes_per_s / 1e9:g} GB/s{eff}"
 
 
-def _fmt_time(us: float) -> str:
-    us = float(f"{us:.3g}")  # rounded first: 999.96 us is "1 ms", never "1e+03 us"
-    return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else \
-        f"{us:.3g} us"
-
-
 def format_rows(rows: list[dict]) -> str:
     """The predicted table: one line per rank count, size and strategy."""
     lines = [f"#{'ranks':>6} {'nodes':>5} {'size (B)':>11} {'strategy':>21} {'time':>10} "
@@ -354,6 +349,6 @@ def format_rows(rows: list[dict]) -> str:
         bus = "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.2f}"
         eff = "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}"
         lines.append(f"{r['ranks']:>7} {r['nodes']:>5} {r['bytes']:>11} {r['strategy']:>21} "
-                     f"{_fmt_time(r['predicted_us']):>10} {100 * share:>6.0f}% {bus:>9} "
+                     f"{fmt_us(r['predicted_us']):>10} {100 * share:>6.0f}% {bus:>9} "
                      f"{r['step_time_ms']:>10.3f} {eff:>5}")
     return "\n".join(lines)
