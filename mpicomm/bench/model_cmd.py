@@ -28,8 +28,8 @@ __all__ = ["add_arguments", "run", "unused_flags"]
 # flags only one of the two modes reads: given to the other, they are refused (exit 2)
 PREDICT_ONLY = ("ranks", "profile", "gamma_rate", "table", "compute_ms", "params", "calibrate")
 MEASURE_ONLY = ("iters", "warmup_iters", "rounds", "check", "datatype", "op", "device", "seed",
-                "baseline", "clock", "compute_scale", "compress", "crossover_bytes", "validate",
-                "cuda_aware", "thread_level")
+                "baseline", "clock", "compute_scale", "links_from", "compress", "crossover_bytes",
+                "validate", "cuda_aware", "thread_level")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

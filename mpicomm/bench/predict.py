@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 
 from mpicomm.bench.profiles import (
@@ -280,7 +281,11 @@ def _source(args: argparse.Namespace) -> tuple[Profile | ModelParams, str]:
     if name is not None:
         prof = profile(name)
     else:
-        rate = _parse_link(f"0s,{args.gamma_rate}").bytes_per_s
+        try:
+            rate = _parse_link(f"0s,{args.gamma_rate}").bytes_per_s
+        except ConfigError:  # the link's message would name a link the user never wrote
+            raise ConfigError(f"--gamma-rate {args.gamma_rate!r}: expected an add rate > 0 "
+                              "such as 1000GB/s or 50GB/s") from None
         prof = Profile("explicit", args.ranks_per_node or (8 if intra else 1), intra or inter,
                        inter, 1.0 / rate, 1, "links from the command line")
     changes = {k: v for k, v in (("inter", inter), ("intra", intra),
@@ -297,8 +302,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from mpicomm.analysis.prediction import best_lines
     from mpicomm.bench.harness import size_list, write_records
 
-    if args.compute_ms < 0:
-        raise ConfigError(f"--compute-ms must be >= 0, got {args.compute_ms}")
+    if not 0 <= args.compute_ms < math.inf:  # nan and inf: every step and efficiency nan
+        raise ConfigError(f"--compute-ms must be a number >= 0, got {args.compute_ms}")
     try:
         sizes = size_list(args.minbytes, args.maxbytes, args.stepfactor)
     except ValueError as exc:

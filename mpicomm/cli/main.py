@@ -158,14 +158,13 @@ def _run(module, args: argparse.Namespace):
     problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
     if problem is not None:
         raise ConfigError(problem)
-    if hasattr(args, "compute_scale"):
-        from mpicomm.p2p import virtual
+    if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
+        from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
 
         virtual.install_for(getattr(args, "clock", None), args.compute_scale,
                             getattr(args, "ranks_per_node", None), args.inter_link,
                             args.intra_link, getattr(args, "links_from", None),
-                            None if getattr(args, "predict", False)  # --predict: the profile's
-                            else getattr(args, "nics_per_node", None))
+                            getattr(args, "nics_per_node", None))
     return module.run(args)
 
 
