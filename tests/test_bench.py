@@ -295,3 +295,49 @@ def test_model_fails_on_a_wrong_result(tmp_path):
     assert "# FAILED: 2 elements off the expected sum (broken)" in res.stdout, res.tail()
     rows = json.loads(js.read_text())["results"]
     assert [(r["strategy"], r["wrong"]) for r in rows] == [("native", 0), ("broken", 2)]
+
+
+def _virtual_params(inter, intra, sizes):
+    """ModelParams as `model` builds them under the virtual clock: the modelled links."""
+    from mpicomm.costmodel.formulas import LinkModel, ModelParams, emulated_link
+
+    zero = LinkModel.from_pingpong(sizes, [1e-9 + m * 1e-15 for m in sizes])  # ~free
+    links = [emulated_link(zero, s.latency, s.bandwidth, str(s)) for s in (intra, inter)]
+    return ModelParams(*links, sizes, [2e-10] * len(sizes), num_nodes=2, local_size=2)
+
+
+def test_model_predicts_the_tree_and_channels_the_virtual_clock_runs():
+    """`mpiexec -n 4 model --clock virtual --ranks-per-node 2 --inter-link 20us,1GB/s
+    --strategies ring,tree --channels 2 -b 4M -e 4M`: the predicted column read 8766 us for
+    the 2-channel ring (the 1-ring formula: meas/pred 0.42) and '-' for the tree. Under the
+    virtual clock both now come from the cluster predictor on the cluster the clock charges."""
+    from mpicomm.bench.model_cmd import predicted
+    from mpicomm.core.links import parse_link
+    from mpicomm.p2p import virtual
+
+    inter, intra = parse_link("20us,1GB/s"), virtual.DEFAULT_INTRA
+    charged = virtual.cluster(2, virtual.LinkModel(intra=intra, inter=inter))
+    params = _virtual_params(inter, intra, [8 << k for k in range(22)])
+    n, opts = 4 << 20, {"crossover_bytes": 1 << 16}
+    one = predicted("ring", 4, n, params, {**opts, "channels": 1}, charged)
+    two = predicted("ring", 4, n, params, {**opts, "channels": 2}, charged)
+    assert one == pytest.approx(predicted("ring", 4, n, params, opts))  # 1 ring: the formula
+    # two rings: each node boundary crossed by two ranks, each with its own NIC
+    assert two < 0.6 * one
+    tree = predicted("tree", 4, n, params, opts, charged)
+    assert tree is not None and tree > one  # the tree sends the whole n across
+    assert predicted("tree", 4, n, params, opts) is None  # wall clock: no tree formula here
+
+
+@pytest.mark.slow
+def test_model_under_the_virtual_clock_predicts_channels_and_tree_within_25_percent(tmp_path):
+    out = tmp_path / "m.json"
+    res = run_mpi(4, ["-m", "mpicomm", "model", "--clock", "virtual", "--compute-scale", "1e-9",
+                      "--ranks-per-node", "2", "--inter-link", "20us,1GB/s", "--strategies",
+                      "ring,tree", "--channels", "2", "-b", "4M", "-e", "4M", "-n", "2",
+                      "--json", str(out)], timeout=300)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    rows = {r["strategy"]: r for r in json.loads(out.read_text())["results"]}
+    for name in ("ring", "tree"):
+        ratio = rows[name]["measured_over_predicted"]
+        assert ratio is not None and 0.8 <= ratio <= 1.25, (name, rows[name])
