@@ -165,7 +165,23 @@ def _run(module, args: argparse.Namespace):
                             getattr(args, "ranks_per_node", None), args.inter_link,
                             args.intra_link, getattr(args, "links_from", None),
                             getattr(args, "nics_per_node", None))
+        _check_links_reach(args)
     return module.run(args)
+
+
+def _check_links_reach(args: argparse.Namespace) -> None:
+    """A link flag no message of this job's layout would cross: ``ConfigError`` on every rank
+    (collective: the real layout takes one split and one small Allgather)."""
+    if args.inter_link is None and args.intra_link is None:
+        return
+    from mpi4py import MPI
+
+    from mpicomm.core.topology import node_map, unreached_link
+
+    why = unreached_link(node_map(MPI.COMM_WORLD, getattr(args, "ranks_per_node", None)),
+                         args.inter_link, args.intra_link)
+    if why is not None:
+        raise ConfigError(why)
 
 
 def main(argv: list[str] | None = None) -> int:
