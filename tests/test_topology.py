@@ -64,7 +64,7 @@ def test_a_link_no_message_crosses_is_named():
      "--repeats", "1", "--no-baseline"],
     ["bench", "--strategies", "ring", "-b", "1M", "-e", "1M", "-n", "2"],
 ])
-def test_an_inter_link_on_one_node_is_refused_on_every_rank(command):
+def test_an_inter_link_on_one_real_node_is_refused_on_every_rank(command):
     """`compare --strategies ring,hierarchical --inter-link 20us,1GB/s --clock virtual` on one
     host said "ring beats hierarchical: 1.16x": the ring ran on one node and never crossed the
     link (comm 0.55 ms against a model of 2.70), hierarchical on compare's nodes of 2 paid it;

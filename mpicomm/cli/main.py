@@ -170,16 +170,17 @@ def _run(module, args: argparse.Namespace):
 
 
 def _check_links_reach(args: argparse.Namespace) -> None:
-    """A link flag no message of this job's layout would cross: ``ConfigError`` on every rank
-    (collective: the real layout takes one split and one small Allgather)."""
-    if args.inter_link is None and args.intra_link is None:
+    """A link flag no message of the job's real layout would cross (no ``--ranks-per-node``:
+    a sweep over p with a fixed node size may start inside one node): ``ConfigError`` on
+    every rank (collective: one shared-memory split and one small Allgather)."""
+    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+
+    if (args.inter_link is None and args.intra_link is None) or \
+            resolve_ranks_per_node(getattr(args, "ranks_per_node", None)) is not None:
         return
     from mpi4py import MPI
 
-    from mpicomm.core.topology import node_map, unreached_link
-
-    why = unreached_link(node_map(MPI.COMM_WORLD, getattr(args, "ranks_per_node", None)),
-                         args.inter_link, args.intra_link)
+    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link)
     if why is not None:
         raise ConfigError(why)
 
