@@ -109,7 +109,7 @@ def test_a_sweep_larger_than_memory_is_refused_by_its_sizes():
     assert memory_problem(1 * gib, True, 2, 8 * gib) is None          # 4 x 1 GiB x 2 fits
     assert memory_problem(1 * gib, False, 4, 8 * gib) is None         # 2 x 1 GiB x 4
     why = memory_problem(512 * gib, True, 2, 17 * gib)
-    assert why == ("-e: the largest size, 512 GiB, needs at least 4096 GiB on this host "
+    assert why == ("-e: the largest size, 512 GiB, needs at least 4 TiB on this host "
                    "(4 x 512 GiB a rank x 2 ranks), more than its 17 GiB available; "
                    "give a smaller -e")
     assert memory_problem(2 * gib, True, 2, 15 * gib) is not None     # 16 GiB > 15 GiB

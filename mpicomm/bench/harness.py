@@ -47,6 +47,7 @@ from mpicomm.bench.allreduce import AllreduceTest
 from mpicomm.core import clock
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
+from mpicomm.core.memory import available_memory
 from mpicomm.core.options import ReducerFields
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
@@ -334,22 +335,6 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
         names.remove(args.baseline)
         names.insert(0, args.baseline)
     return names
-
-
-def available_memory() -> int | None:
-    """Bytes this host can still give (``MemAvailable`` of /proc/meminfo, else the free
-    physical pages); None where neither can be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def memory_problem(max_bytes: int, checked: bool, ranks_on_host: int,

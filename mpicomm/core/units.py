@@ -17,8 +17,8 @@ __all__ = ["fmt_bytes", "fmt_us", "finite", "fmt_num", "jsonable", "MISSING", "p
            "SizeError"]
 
 MISSING = "-"  # the cell of a value that was not measured or is not finite
-_BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-_DECIMAL = (("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
+_BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_DECIMAL = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
 
 
 def finite(x: Any) -> float | None:
