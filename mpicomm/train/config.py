@@ -387,17 +387,19 @@ def _check_memory(cfg: TrainConfig) -> None:
 
 
 def memory_need(cfg: TrainConfig) -> tuple[int, str]:
-    """A floor under one rank's memory, in bytes, and what it counts: the parameters, their
-    gradients, the momentum and a reducer's flat copy (4 x the parameters), and the synthetic
-    set every rank holds whole ((train + test rows) x features, float32)."""
+    """A floor under the busiest rank's memory, in bytes, and what it counts: its parameters
+    and their gradients (2 x the parameters over P pipeline stages x T tensor ranks: a stage
+    holds at least 1/P; ZeRO shards only what comes beyond), and the synthetic set every rank
+    holds whole ((train + test rows) x features, float32)."""
     from mpicomm.core.units import fmt_bytes
     from mpicomm.train.model import num_params
 
-    params = num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize
+    split = max(1, cfg.pipeline_stages) * max(1, cfg.tensor_parallel)
+    params = num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize // split
     rows = (cfg.train_samples + cfg.test_samples) * cfg.layers[0] * 4 if cfg.data is None else 0
-    what = f"4 x {fmt_bytes(params)} of parameters" + (
+    what = f"2 x {fmt_bytes(params)} of parameters" + (
         f" and {fmt_bytes(rows)} of synthetic rows" if rows else "")
-    return 4 * params + rows, what
+    return 2 * params + rows, what
 
 
 def workers_of(cfg: TrainConfig, ranks: int) -> int:
