@@ -77,3 +77,18 @@ def test_an_inter_link_on_one_real_node_is_refused_on_every_rank(command):
     assert out.count("--inter-link 20us,1GB/s: the 4 rank(s) of this job are on one node") == 1, \
         res.tail()
     assert "Traceback" not in out and "beats" not in out and "ring     4" not in out, res.tail()
+
+
+@pytest.mark.slow
+def test_compare_under_an_inter_link_variable_on_one_host_is_refused():
+    """With MPICOMM_INTER_LINK set and no --ranks-per-node, compare timed hierarchical on its
+    nodes of 2 across the link and the ring on one node, never across it."""
+    from mpi_harness import run_mpi
+
+    res = run_mpi(4, ["-m", "mpicomm", "compare", "--strategies", "ring,hierarchical",
+                      "--steps", "5", "--repeats", "1", "--no-baseline"], timeout=120,
+                  env={"MPICOMM_INTER_LINK": "20us,1GB/s"})
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("MPICOMM_INTER_LINK on one host without --ranks-per-node") == 1, res.tail()
+    assert "beats" not in out and "Traceback" not in out, res.tail()
