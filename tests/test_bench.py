@@ -9,7 +9,7 @@ import pytest
 from mpi_harness import SCRIPTS, run_mpi
 
 from mpicomm.bench.allreduce import PERIOD, rank_block, tile
-from mpicomm.bench.harness import RECORD_KEYS, count_wrong, parse_bytes, size_list
+from mpicomm.bench.harness import RECORD_KEYS, count_wrong, memory_problem, parse_bytes, size_list
 
 BENCH = ["-m", "mpicomm", "bench"]
 
@@ -101,6 +101,33 @@ def test_bench_bad_values_reported_once():
     assert res.returncode == 2 and res.stderr.count("-n 0") == 1, res.tail()
     res = run_mpi(2, [*BENCH, "-b", "1M", "-e", "4K"], timeout=60)
     assert res.returncode == 2 and res.stderr.count("need 1 <= -b <= -e") == 1, res.tail()
+
+
+def test_a_sweep_larger_than_memory_is_refused_by_its_sizes():
+    """The buffers (3 with checks) and a strategy's scratch, per rank on the host."""
+    gib = 1 << 30
+    assert memory_problem(1 * gib, True, 2, 8 * gib) is None          # 4 x 1 GiB x 2 fits
+    assert memory_problem(1 * gib, False, 4, 8 * gib) is None         # 2 x 1 GiB x 4
+    why = memory_problem(512 * gib, True, 2, 17 * gib)
+    assert why == ("-e: the largest size, 512 GiB, needs at least 4 TiB on this host "
+                   "(4 x 512 GiB a rank x 2 ranks), more than its 17 GiB available; "
+                   "give a smaller -e")
+    assert memory_problem(2 * gib, True, 2, 15 * gib) is not None     # 16 GiB > 15 GiB
+    assert memory_problem(512 * gib, True, 2, None) is None           # unknown: no verdict
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["bench", "model"])
+def test_a_size_too_large_for_memory_is_one_line_on_every_rank(command):
+    """`bench -e 1000G` died with a MemoryError traceback from NumPy (exit 1, MPI_Abort);
+    now one line, exit 2 on every rank, before the header or any measurement."""
+    res = run_mpi(2, ["-m", "mpicomm", command, "--strategies", "ring", "-b", "4K",
+                      "-e", "1000G"], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("-e: the largest size, 512 GiB, needs at least") == 1, res.tail()
+    assert "Traceback" not in out and "MemoryError" not in out and "Abort" not in out, res.tail()
+    assert "# mpicomm bench" not in out and "size (B)" not in out, res.tail()
 
 
 def test_bench_unknown_flag_reported_once():
@@ -283,3 +310,49 @@ def test_model_fails_on_a_wrong_result(tmp_path):
     assert "# FAILED: 2 elements off the expected sum (broken)" in res.stdout, res.tail()
     rows = json.loads(js.read_text())["results"]
     assert [(r["strategy"], r["wrong"]) for r in rows] == [("native", 0), ("broken", 2)]
+
+
+def _virtual_params(inter, intra, sizes):
+    """ModelParams as `model` builds them under the virtual clock: the modelled links."""
+    from mpicomm.costmodel.formulas import LinkModel, ModelParams, emulated_link
+
+    zero = LinkModel.from_pingpong(sizes, [1e-9 + m * 1e-15 for m in sizes])  # ~free
+    links = [emulated_link(zero, s.latency, s.bandwidth, str(s)) for s in (intra, inter)]
+    return ModelParams(*links, sizes, [2e-10] * len(sizes), num_nodes=2, local_size=2)
+
+
+def test_model_predicts_the_tree_and_channels_the_virtual_clock_runs():
+    """`mpiexec -n 4 model --clock virtual --ranks-per-node 2 --inter-link 20us,1GB/s
+    --strategies ring,tree --channels 2 -b 4M -e 4M`: the predicted column read 8766 us for
+    the 2-channel ring (the 1-ring formula: meas/pred 0.42) and '-' for the tree. Under the
+    virtual clock both now come from the cluster predictor on the cluster the clock charges."""
+    from mpicomm.bench.model_cmd import predicted
+    from mpicomm.core.links import parse_link
+    from mpicomm.p2p import virtual
+
+    inter, intra = parse_link("20us,1GB/s"), virtual.DEFAULT_INTRA
+    charged = virtual.cluster(2, virtual.LinkModel(intra=intra, inter=inter))
+    params = _virtual_params(inter, intra, [8 << k for k in range(22)])
+    n, opts = 4 << 20, {"crossover_bytes": 1 << 16}
+    one = predicted("ring", 4, n, params, {**opts, "channels": 1}, charged)
+    two = predicted("ring", 4, n, params, {**opts, "channels": 2}, charged)
+    assert one == pytest.approx(predicted("ring", 4, n, params, opts))  # 1 ring: the formula
+    # two rings: each node boundary crossed by two ranks, each with its own NIC
+    assert two < 0.6 * one
+    tree = predicted("tree", 4, n, params, opts, charged)
+    assert tree is not None and tree > one  # the tree sends the whole n across
+    assert predicted("tree", 4, n, params, opts) is None  # wall clock: no tree formula here
+
+
+@pytest.mark.slow
+def test_model_under_the_virtual_clock_predicts_channels_and_tree_within_25_percent(tmp_path):
+    out = tmp_path / "m.json"
+    res = run_mpi(4, ["-m", "mpicomm", "model", "--clock", "virtual", "--compute-scale", "1e-9",
+                      "--ranks-per-node", "2", "--inter-link", "20us,1GB/s", "--strategies",
+                      "ring,tree", "--channels", "2", "-b", "4M", "-e", "4M", "-n", "2",
+                      "--json", str(out)], timeout=300)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    rows = {r["strategy"]: r for r in json.loads(out.read_text())["results"]}
+    for name in ("ring", "tree"):
+        ratio = rows[name]["measured_over_predicted"]
+        assert ratio is not None and 0.8 <= ratio <= 1.25, (name, rows[name])

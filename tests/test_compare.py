@@ -266,6 +266,7 @@ def test_units():
     assert fmt_bytes(8) == "8 B" and fmt_bytes(64 << 20) == "64 MiB"
     assert fmt_bytes(1536) == "1.5 KiB" and fmt_bytes(2_396_000, binary=False) == "2.4 MB"
     assert fmt_bytes(float("inf")) == "-" and fmt_bytes(None) == "-"
+    assert fmt_bytes(1310 << 30) == "1.28 TiB"  # was "1.31e+03 GiB"
     assert fmt_num(float("inf")) == "-" and fmt_num(1e300) == "-" and fmt_num(2.5, ".1f") == "2.5"
     doc = jsonable({"a": float("nan"), "b": [np.float64("inf"), np.int64(3)], "c": (1.5,)})
     assert doc == {"a": None, "b": [None, 3], "c": [1.5]}

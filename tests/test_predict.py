@@ -266,7 +266,7 @@ def test_command_this_machine_and_errors(tmp_path):
                           (["--inter-link", "5us,25GBs"], "expected LATENCY,BANDWIDTH"),
                           (["--ranks", "0,4"], "rank counts >= 1"),
                           (["--strategies", "ring,rung"], "unknown strategy 'rung'"),
-                          (["--compute-ms", "-1"], "--compute-ms must be >= 0")]:
+                          (["--compute-ms", "-1"], "--compute-ms must be a number >= 0")]:
         done = _predict(*args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert message in done.stderr, (args, done.stderr)
@@ -308,6 +308,7 @@ def _model_args(*argv: str):
     (["--gamma-rate", "1TB/s"], ["--gamma-rate (explicit links only"]),
     (["--params", "x.json"], ["--params (--profile this-machine only)"]),
     (["--profile", "this-machine", "--inter-link", "5us,1GB/s"], ["--inter-link (not with"]),
+    (["--links-from", "this-machine"], ["--links-from (measuring only)"]),
 ])
 def test_predict_refuses_flags_it_does_not_read(argv, refused):
     """They were silently ignored: `model --predict -n 5` printed the same table as without."""
@@ -345,7 +346,7 @@ def test_measuring_model_names_the_predict_only_flags():
 def test_times_just_under_a_unit_print_in_the_next_unit():
     """`--predict --profile aws-p5-efa --ranks 64 -b 64M -e 64M` printed the tree's 999.96 us
     as "1e+03 us"."""
-    from mpicomm.bench.predict import _fmt_time
+    from mpicomm.core.units import fmt_us as _fmt_time
 
     assert _fmt_time(999.96) == "1 ms" and _fmt_time(999_960.0) == "1 s"
     assert _fmt_time(998.4) == "998 us" and _fmt_time(1234.0) == "1.23 ms"
@@ -371,3 +372,38 @@ def test_a_strategy_named_twice_is_predicted_once(tmp_path):
     doc = json.loads(out.read_text())
     assert [r["strategy"] for r in doc["results"]] == ["ring", "tree"]
     assert doc["summary"][0]["runner_up"] == "tree"
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["--compute-scale", "3"], "--compute-scale (measuring only)"),
+    (["--compute-scale", "3", "--clock", "virtual"], "--compute-scale (measuring only)"),
+    (["--links-from", "this-machine"], "--links-from (measuring only)"),
+])
+def test_predict_refuses_clock_flags_without_sending_the_user_in_a_circle(argv, refused):
+    """`model --predict --compute-scale 3` said "virtual-clock only ...; add --clock virtual",
+    and with --clock virtual: "--clock (measuring only) ...; drop it". A predict run installs
+    no clock: its one refusal names every flag it does not read."""
+    from mpicomm.cli.main import COMMANDS, _run, build_parser
+
+    args = build_parser().parse_args(["model", "--predict", *argv])
+    with pytest.raises(ConfigError) as err:
+        _run(COMMANDS["model"], args)
+    assert refused in str(err.value) and "add --clock virtual" not in str(err.value)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compute-ms", "nan"], "--compute-ms must be a number >= 0, got nan"),
+    (["--compute-ms", "inf"], "--compute-ms must be a number >= 0, got inf"),
+    (["--inter-link", "20us,1GB/s", "--gamma-rate", "0"],
+     "--gamma-rate '0': expected an add rate > 0"),
+])
+def test_predict_refuses_values_that_make_no_number(argv, message):
+    """--compute-ms nan printed a table of nan steps (exit 0); --gamma-rate 0 was refused as
+    "link='0s,0': expected LATENCY,BANDWIDTH", a link the user never wrote."""
+    from mpicomm.cli.main import build_parser
+
+    args = build_parser().parse_args(["model", "--predict", "--ranks", "8", "-b", "1M",
+                                      "-e", "1M", *argv])
+    with pytest.raises(ConfigError) as err:
+        run_predict(args)
+    assert message in str(err.value)

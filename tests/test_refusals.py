@@ -184,3 +184,27 @@ def test_data_flags_of_the_other_source_are_refused(kwargs, message):
     assert message in str(err.value), err.value
     TrainConfig(data="digits", holdout=0.2)  # each flag with its own source: accepted
     TrainConfig(train_samples=512, test_samples=64)
+
+
+def test_a_model_larger_than_the_host_is_refused_in_one_line(monkeypatch):
+    """`mpiexec -n 2 train --layers 200000,200000,10` was killed by the kernel (MPICH's 'BAD
+    TERMINATION', exit 9) with no word about why: 40 G parameters, 149 GiB each copy."""
+    from mpicomm.core import memory
+    from mpicomm.train.config import memory_need
+
+    gib = 1 << 30
+    need, what = memory_need(TrainConfig(layers="200000,200000,10"))
+    params = (200000 * 200000 + 200000 + 200000 * 10 + 10) * 4
+    assert need == 2 * params + (16384 + 2048) * 200000 * 4, what
+    # a pipeline of 4 stages holds a quarter of the parameters on its busiest rank at least
+    assert memory_need(TrainConfig(layers="200000,200000,10", pipeline_stages=4))[0] == \
+        2 * (params // 4) + (16384 + 2048) * 200000 * 4
+    monkeypatch.setattr(memory, "available_memory", lambda: 18 * gib)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")
+    with pytest.raises(ConfigError, match=r"--layers 200000,200000,10: 2 x 149 GiB of "
+                       r"parameters and 13.7 GiB of synthetic rows need at least 624 GiB on "
+                       r"this host \(312 GiB a rank x 2 rank\(s\)\), more than its 18 GiB"):
+        check_world(TrainConfig(layers="200000,200000,10"), 2)
+    check_world(TrainConfig(), 2)  # the default model: a few MiB
+    monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: no verdict
+    check_world(TrainConfig(layers="200000,200000,10"), 2)

@@ -120,3 +120,15 @@ def test_command_prints_table_and_writes_json(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["score"]["met"] and len(doc["rows"]) == len(json.loads(
         (CHECK.parent / "points.json").read_text()))
+
+
+def test_the_docs_table_formats_times_as_the_predictor_does(check):
+    """check.py had its own time formatter beside the predictor's: a time of 1 s or more
+    printed as "2.5e+03 ms" in docs/validation.md's table; now one formatter (units.fmt_us)."""
+    from mpicomm.core.units import fmt_us
+
+    points = check.load()
+    row = dict(check.evaluate(points)[0], measured_us=2.5e6, predicted_us=999.96)
+    line = check.markdown_table([row], points).splitlines()[-1]
+    assert f"| {fmt_us(2.5e6)} | {fmt_us(999.96)} (" in line
+    assert "| 2.5 s | 1 ms (" in line and "e+" not in line

@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's mpicomm first
 
 from mpicomm.bench.predict import default_variants
+from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time
 from mpicomm.costmodel.profiles import cluster
@@ -165,14 +166,10 @@ def markdown_table(rows: list[dict], points: list[dict]) -> str:
         path = pt["url"].removeprefix("https://github.com/")
         lines.append(f"| {r['id']} | {r['gpus']} ({r['nodes']}x{pt['gpus_per_node']}) | "
                      f"{pt['gpu']}, {r['profile']} | {_size(r['bytes'])} | {r['algorithm']} | "
-                     f"{_us(r['measured_us'])} | {_us(r['predicted_us'])} ({r['strategy']}) | "
+                     f"{fmt_us(r['measured_us'])} | {fmt_us(r['predicted_us'])} "
+                     f"({r['strategy']}) | "
                      f"{r['ratio']:.2f} | {role} | [{path}]({pt['url']}) |")
     return "\n".join(lines)
-
-
-def _us(t: float) -> str:
-    t = float(f"{t:.3g}")  # rounded first: 999.96 us is "1 ms", never "1e+03 us"
-    return f"{t / 1e3:.3g} ms" if t >= 1e3 else f"{t:.3g} us"
 
 
 def figure(rows: list[dict], png: str) -> str:

@@ -48,6 +48,7 @@ from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
+from mpicomm.core.memory import available_memory
 from mpicomm.core.options import ReducerFields, check_strategy_options
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
@@ -57,7 +58,7 @@ from mpicomm.reducers import make_reducer, strategies
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
            "RECORD_KEYS", "reducer_options", "chosen_strategies", "usage_error", "device_error",
            "emulation_note", "cpu_sharing", "thread_level_record", "write_records", "format_row",
-           "HEADER", "LEGEND"]
+           "HEADER", "LEGEND", "memory_problem", "memory_error"]
 
 DTYPES = {"float": np.float32, "float32": np.float32, "double": np.float64,
           "float64": np.float64}
@@ -340,6 +341,43 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
         usage_error(str(exc))
         return None
     return names
+
+
+def memory_problem(max_bytes: int, checked: bool, ranks_on_host: int,
+                   available: int | None) -> str | None:
+    """Why the sweep's buffers cannot fit this host, or None when they may.
+
+    Each rank allocates its buffer of ``max_bytes`` (and, with checks, the expected sums and
+    their differences: 3x) before the first call, and a strategy's scratch is about one more
+    message: at least ``(3 or 1) + 1`` x ``max_bytes`` a rank, ``ranks_on_host`` ranks on
+    this host. ``available`` None (unknown): no verdict."""
+    if available is None:
+        return None
+    copies = (3 if checked else 1) + 1
+    need = copies * max_bytes * ranks_on_host
+    if need <= available:
+        return None
+    return (f"-e: the largest size, {fmt_bytes(max_bytes)}, needs at least {fmt_bytes(need)} on "
+            f"this host ({copies} x {fmt_bytes(max_bytes)} a rank x {ranks_on_host} ranks), more "
+            f"than its {fmt_bytes(available)} available; give a smaller -e")
+
+
+def memory_error(max_bytes: int, checked: bool, device: str, world: MPI.Comm) -> bool:
+    """Collective: True (after rank 0 printed one line) when some host cannot hold the sweep's
+    buffers (``memory_problem``), so every rank returns exit 2 before the first message of
+    the sweep; CPU buffers only (``--device gpu`` allocates on the device)."""
+    host = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.Get_rank())
+    local = host.Get_size()
+    host.Free()
+    why = None if device != "cpu" else memory_problem(max_bytes, checked, local,
+                                                     available_memory())
+    bad = np.array([0 if why is None else 1], dtype=np.int64)
+    world.Allreduce(MPI.IN_PLACE, bad, MPI.MAX)
+    if not bad[0]:
+        return False
+    usage_error(why or f"-e: the largest size, {fmt_bytes(max_bytes)}, does not fit the "
+                       "memory of another host of this job; give a smaller -e")
+    return True
 
 
 def device_error(device: str, who: str) -> bool:

@@ -8,6 +8,7 @@ crossover the model never reaches is said in words, never as 2147483648 B.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import asdict
 
@@ -19,17 +20,19 @@ from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
+from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.cluster_predict import cluster_time
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 from mpicomm.costmodel.measure import measure
 from mpicomm.p2p import virtual
 
-__all__ = ["add_arguments", "run", "unused_flags"]
+__all__ = ["add_arguments", "run", "unused_flags", "predicted"]
 
 # flags only one of the two modes reads: given to the other, they are refused (exit 2)
 PREDICT_ONLY = ("ranks", "profile", "gamma_rate", "table", "compute_ms", "params", "calibrate")
 MEASURE_ONLY = ("iters", "warmup_iters", "rounds", "check", "datatype", "op", "device", "seed",
-                "baseline", "clock", "compute_scale", "compress", "crossover_bytes", "validate",
-                "cuda_aware", "thread_level")
+                "baseline", "clock", "compute_scale", "links_from", "compress", "crossover_bytes",
+                "validate", "cuda_aware", "thread_level")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         check=args.check if opts.compress == "none" else 0,  # lossy: as bench, no checks
         dtype=args.datatype,
         op=args.op, seed=args.seed, device=args.device)
+    if bench.memory_error(max(cfg.sizes), cfg.check > 0, cfg.device, world):
+        return 2
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
@@ -110,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
     rows = bench.run_bench(names, options, cfg, args.baseline)
     if world.Get_rank() != 0:
         return 0
+    charged = virtual.cluster(params.local_size) if clock.virtual() is not None else None
     for row in rows:
-        t = predict(row["strategy"], p, row["bytes"], params, options, options["crossover_bytes"])
+        t = predicted(row["strategy"], p, row["bytes"], params, options, charged)
         row["predicted_us"] = None if t is None else t * 1e6
         row["measured_over_predicted"] = None if not t else row["time_us"] / (t * 1e6)
     note = bench.emulation_note(options)
@@ -127,6 +133,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"# FAILED: {wrong} elements off the expected sum "
               f"({', '.join(sorted({r['strategy'] for r in rows if r['wrong']}))})")
     return 1 if wrong else 0
+
+
+def predicted(strategy: str, p: int, n: int, params: ModelParams, options: dict,
+              charged: Cluster | None = None) -> float | None:
+    """The model's seconds for one call of the run: the α-β-γ formulas on ``params``
+    (``formulas.predict``), except the shapes they have no form for — the tree, a ring of
+    several channels (the flat formula is one ring) — on ``charged``, the cluster the virtual
+    clock charges (``virtual.cluster``): the cluster predictor there, γ as measured here."""
+    channels = int(options.get("channels") or 1)
+    if charged is not None and (strategy == "tree" or (strategy == "ring" and channels > 1)):
+        cluster = dataclasses.replace(charged, gamma_s_per_byte=params.gamma_at(n / p))
+        return cluster_time(strategy, p, n, cluster,
+                            {**options, "ranks_per_node": params.local_size})
+    return predict(strategy, p, n, params, options, options["crossover_bytes"])
 
 
 def _gbps(sizes, per_byte, every: int = 2) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 
 from mpicomm.bench.profiles import (
@@ -38,6 +39,7 @@ from mpicomm.bench.profiles import (
 )
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import parse_link
+from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
 from mpicomm.costmodel.formulas import ModelParams, predict
@@ -216,7 +218,7 @@ def format_summary(best: list[dict]) -> str:
                   if b["runner_up_ratio"] is None else
                   f"; next {b['runner_up']} {b['runner_up_ratio']:.2f}x slower")
         lines.append(f"#   {b['ranks']:>6} ranks {b['bytes']:>11} B: {b['strategy']} "
-                     f"{_fmt_time(b['predicted_us'])}{runner}")
+                     f"{fmt_us(b['predicted_us'])}{runner}")
     return "\n".join(lines)
 
 
@@ -279,7 +281,11 @@ def _source(args: argparse.Namespace) -> tuple[Profile | ModelParams, str]:
     if name is not None:
         prof = profile(name)
     else:
-        rate = _parse_link(f"0s,{args.gamma_rate}").bytes_per_s
+        try:
+            rate = _parse_link(f"0s,{args.gamma_rate}").bytes_per_s
+        except ConfigError:  # the link's message would name a link the user never wrote
+            raise ConfigError(f"--gamma-rate {args.gamma_rate!r}: expected an add rate > 0 "
+                              "such as 1000GB/s or 50GB/s") from None
         prof = Profile("explicit", args.ranks_per_node or (8 if intra else 1), intra or inter,
                        inter, 1.0 / rate, 1, "links from the command line")
     changes = {k: v for k, v in (("inter", inter), ("intra", intra),
@@ -296,8 +302,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from mpicomm.analysis.prediction import best_lines
     from mpicomm.bench.harness import size_list, write_records
 
-    if args.compute_ms < 0:
-        raise ConfigError(f"--compute-ms must be >= 0, got {args.compute_ms}")
+    if not 0 <= args.compute_ms < math.inf:  # nan and inf: every step and efficiency nan
+        raise ConfigError(f"--compute-ms must be a number >= 0, got {args.compute_ms}")
     try:
         sizes = size_list(args.minbytes, args.maxbytes, args.stepfactor)
     except ValueError as exc:
@@ -337,12 +343,6 @@ def _fmt_level(level: Level) -> str:
     return f"alpha {level.alpha_s * 1e6:g} us, {level.bytes_per_s / 1e9:g} GB/s{eff}"
 
 
-def _fmt_time(us: float) -> str:
-    us = float(f"{us:.3g}")  # rounded first: 999.96 us is "1 ms", never "1e+03 us"
-    return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else \
-        f"{us:.3g} us"
-
-
 def format_rows(rows: list[dict]) -> str:
     """The predicted table: one line per rank count, size and strategy."""
     lines = [f"#{'ranks':>6} {'nodes':>5} {'size (B)':>11} {'strategy':>21} {'time':>10} "
@@ -354,6 +354,6 @@ def format_rows(rows: list[dict]) -> str:
         bus = "-" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.2f}"
         eff = "-" if r["efficiency"] is None else f"{r['efficiency']:.2f}"
         lines.append(f"{r['ranks']:>7} {r['nodes']:>5} {r['bytes']:>11} {r['strategy']:>21} "
-                     f"{_fmt_time(r['predicted_us']):>10} {100 * share:>6.0f}% {bus:>9} "
+                     f"{fmt_us(r['predicted_us']):>10} {100 * share:>6.0f}% {bus:>9} "
                      f"{r['step_time_ms']:>10.3f} {eff:>5}")
     return "\n".join(lines)

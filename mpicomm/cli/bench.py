@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
                         iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
                         check=args.check if opts.compress == "none" else 0,
                         dtype=args.datatype, op=args.op, seed=args.seed, device=args.device)
-    if H.device_error(cfg.device, "bench"):
+    if H.device_error(cfg.device, "bench") or H.memory_error(max(cfg.sizes), cfg.check > 0,
+                                                             cfg.device, world):
         return 2
     level = H.thread_level_record(args)
     root = world.Get_rank() == 0

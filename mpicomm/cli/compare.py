@@ -35,6 +35,7 @@ from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import COLUMNS
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.core import clock
+from mpicomm.core.links import link_from_env
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.measure import measure as measure_model
@@ -207,7 +208,17 @@ def run(args: argparse.Namespace) -> int:
         hier_rpn = user_rpn
     else:
         hier_rpn = None if topo.num_nodes > 1 else 2
+    one_host = topo.num_nodes == 1
     topo.free()
+    if one_host and user_rpn is None and "hierarchical" in names and len(names) > 1 and \
+            link_from_env(None, "inter_link", "MPICOMM_INTER_LINK") is not None:
+        # (--inter-link itself is refused earlier: cli.main); the variable would time
+        # hierarchical on nodes of 2 across the link and the others on one node beside it
+        if rank0:
+            print("mpicomm compare: error: MPICOMM_INTER_LINK on one host without "
+                  "--ranks-per-node: hierarchical would cross it on nodes of 2 ranks and the "
+                  "other strategies, on one node, never; give --ranks-per-node K", flush=True)
+        return 2
     sharing = cpu_sharing_warning(_ranks_on_busiest_host(comm))
     if rank0 and sharing:
         print(sharing, flush=True)

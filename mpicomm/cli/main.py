@@ -158,15 +158,31 @@ def _run(module, args: argparse.Namespace):
     problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
     if problem is not None:
         raise ConfigError(problem)
-    if hasattr(args, "compute_scale"):
-        from mpicomm.p2p import virtual
+    if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
+        from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
 
         virtual.install_for(getattr(args, "clock", None), args.compute_scale,
                             getattr(args, "ranks_per_node", None), args.inter_link,
                             args.intra_link, getattr(args, "links_from", None),
-                            None if getattr(args, "predict", False)  # --predict: the profile's
-                            else getattr(args, "nics_per_node", None))
+                            getattr(args, "nics_per_node", None))
+        _check_links_reach(args)
     return module.run(args)
+
+
+def _check_links_reach(args: argparse.Namespace) -> None:
+    """A link flag no message of the job's real layout would cross (no ``--ranks-per-node``:
+    a sweep over p with a fixed node size may start inside one node): ``ConfigError`` on
+    every rank (collective: one shared-memory split and one small Allgather)."""
+    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+
+    if (args.inter_link is None and args.intra_link is None) or \
+            resolve_ranks_per_node(getattr(args, "ranks_per_node", None)) is not None:
+        return
+    from mpi4py import MPI
+
+    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link)
+    if why is not None:
+        raise ConfigError(why)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError, ConfigTypeError
 
-__all__ = ["Topology", "resolve_ranks_per_node", "node_map"]
+__all__ = ["Topology", "resolve_ranks_per_node", "node_map", "unreached_link"]
 
 
 def resolve_ranks_per_node(ranks_per_node: int | None) -> int | None:
@@ -70,6 +70,23 @@ def node_map(comm: MPI.Comm, ranks_per_node: int | None = None) -> list[int]:
     comm.Allgather(leader, every)
     number = {int(r): i for i, r in enumerate(sorted(set(every.tolist())))}
     return [number[int(r)] for r in every]
+
+
+def unreached_link(node_of: list[int], inter_link: object, intra_link: object) -> str | None:
+    """Why a link flag given for this layout would be silently unused, or None.
+
+    ``--inter-link`` on a job whose ranks share one node (one host without
+    ``--ranks-per-node``) is crossed by no message, and ``--intra-link`` on nodes of one rank
+    by none either: the run would print the link and time the job without it (``compare``
+    gave hierarchical its nodes of 2 and the ring one node, so only hierarchical paid it)."""
+    size, nodes = len(node_of), len(set(node_of))
+    if inter_link is not None and nodes == 1:
+        return (f"--inter-link {inter_link}: the {size} rank(s) of this job are on one node, so "
+                "no message would cross it; simulate nodes with --ranks-per-node K")
+    if intra_link is not None and nodes == size:
+        return (f"--intra-link {intra_link}: every node of this job holds one rank, so no "
+                "message would stay inside a node; give --ranks-per-node K (K > 1)")
+    return None
 
 
 class Topology:

@@ -13,11 +13,12 @@ import argparse
 import math
 from typing import Any
 
-__all__ = ["fmt_bytes", "finite", "fmt_num", "jsonable", "MISSING", "parse_bytes", "SizeError"]
+__all__ = ["fmt_bytes", "fmt_us", "finite", "fmt_num", "jsonable", "MISSING", "parse_bytes",
+           "SizeError"]
 
 MISSING = "-"  # the cell of a value that was not measured or is not finite
-_BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-_DECIMAL = (("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
+_BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_DECIMAL = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3))
 
 
 def finite(x: Any) -> float | None:
@@ -43,6 +44,15 @@ def fmt_bytes(nbytes: Any, *, binary: bool = True, digits: int = 3) -> str:
             q = v / k
             return f"{int(q)} {unit}" if q == int(q) else f"{q:.{digits}g} {unit}"
     return f"{v:.0f} B"
+
+
+def fmt_us(us: float) -> str:
+    """Format a time given in µs with 3 significant digits: ``998 us``, ``1.23 ms``, ``1 s``.
+
+    Rounded first, so 999.96 µs is ``1 ms``, never ``1e+03 us``."""
+    us = float(f"{us:.3g}")
+    return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else \
+        f"{us:.3g} us"
 
 
 def fmt_num(x: Any, spec: str = ".3g", scale: float = 1.0) -> str:

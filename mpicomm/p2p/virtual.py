@@ -561,7 +561,8 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
 
     Raises ``ConfigError`` for an unknown clock, a scale that is not > 0, or a virtual-clock
     flag (``--compute-scale`` other than 1, ``--links-from``, ``--nics-per-node``) under the
-    wall clock, where it could not take effect."""
+    wall clock, where it could not take effect; and ``--links-from`` beside both link classes
+    set (flags or ``MPICOMM_*_LINK``), where no class would take the measured links."""
     if clock_name is None:
         clock_name = default_clock(ranks_per_node, inter_link, intra_link)
     if clock_name not in ("wall", "virtual"):
@@ -576,10 +577,13 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
             raise ConfigError(f"{', '.join(given)}: virtual-clock only, and this run uses the "
                               f"wall clock; add --clock virtual")
     if clock_name == "virtual":
-        install(scale,
-                link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK"),
-                link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK"),
-                nics_per_node=nics_per_node, links_from=links_from)
+        inter = link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK")
+        intra = link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK")
+        if links_from and inter is not None and intra is not None:
+            raise ConfigError(f"--links-from {links_from}: --inter-link {inter} and --intra-link "
+                              f"{intra} set both link classes, so no class would take the "
+                              "measured links; drop one of them, or --links-from")
+        install(scale, inter, intra, nics_per_node=nics_per_node, links_from=links_from)
     return clock_name
 
 

@@ -350,6 +350,7 @@ def check_world(cfg: TrainConfig, ranks: int) -> None:
     _check_ranks_per_node(cfg, ranks)
     _check_rows_per_step(cfg, ranks)
     _check_one_rank(cfg, ranks)
+    _check_memory(cfg)
 
 
 def _check_one_rank(cfg: TrainConfig, ranks: int) -> None:
@@ -386,6 +387,39 @@ def _check_ranks_per_node(cfg: TrainConfig, ranks: int) -> None:
         fits = [d for d in range(1, ranks + 1) if ranks % d == 0]
         raise ConfigError(f"--ranks-per-node {k} does not cut {ranks} ranks into equal nodes; "
                           f"use one of {', '.join(map(str, fits))}")
+
+
+def _check_memory(cfg: TrainConfig) -> None:
+    """The model and the synthetic rows must fit this host (``--layers 200000,200000,10`` was
+    killed by the kernel with no word): ``memory_need`` per rank, times the ranks the launcher
+    put here, against the memory available; no verdict where that is unknown."""
+    from mpicomm.core.memory import available_memory, ranks_on_this_host
+    from mpicomm.core.units import fmt_bytes
+
+    available = available_memory()
+    need, what = memory_need(cfg)
+    local = ranks_on_this_host()
+    if available is not None and need * local > available:
+        raise ConfigError(f"--layers {','.join(map(str, cfg.layers))}: {what} need at least "
+                          f"{fmt_bytes(need * local)} on this host ({fmt_bytes(need)} a rank x "
+                          f"{local} rank(s)), more than its {fmt_bytes(available)} available; "
+                          "give smaller --layers (or fewer --train-samples)")
+
+
+def memory_need(cfg: TrainConfig) -> tuple[int, str]:
+    """A floor under the busiest rank's memory, in bytes, and what it counts: its parameters
+    and their gradients (2 x the parameters over P pipeline stages x T tensor ranks: a stage
+    holds at least 1/P; ZeRO shards only what comes beyond), and the synthetic set every rank
+    holds whole ((train + test rows) x features, float32)."""
+    from mpicomm.core.units import fmt_bytes
+    from mpicomm.train.model import num_params
+
+    split = max(1, cfg.pipeline_stages) * max(1, cfg.tensor_parallel)
+    params = num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize // split
+    rows = (cfg.train_samples + cfg.test_samples) * cfg.layers[0] * 4 if cfg.data is None else 0
+    what = f"2 x {fmt_bytes(params)} of parameters" + (
+        f" and {fmt_bytes(rows)} of synthetic rows" if rows else "")
+    return 2 * params + rows, what
 
 
 def workers_of(cfg: TrainConfig, ranks: int) -> int:

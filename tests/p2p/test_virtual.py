@@ -247,6 +247,22 @@ def test_default_clock_is_virtual_for_emulated_nodes_only(monkeypatch):
     assert install_for("wall", 1.0, 2, None, None) == "wall"
 
 
+def test_links_from_beside_both_link_flags_is_refused(monkeypatch):
+    """`bench --clock virtual --links-from F --inter-link 20us,1GB/s --intra-link 1us,10GB/s`
+    ran on the two flags and ignored F without a word (it fills only the classes no flag
+    sets); refused before the clock is installed. One flag (or its variable) leaves F a class."""
+    from mpicomm.core import clock
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.p2p.virtual import install_for
+
+    monkeypatch.delenv("MPICOMM_INTRA_LINK", raising=False)
+    monkeypatch.setenv("MPICOMM_INTER_LINK", "20us,1GB/s")
+    with pytest.raises(ConfigError, match="--links-from m.json: --inter-link 20us,1GB/s and "
+                                          "--intra-link 1us,10GB/s set both link classes"):
+        install_for("virtual", 1.0, 2, None, "1us,10GB/s", links_from="m.json")
+    assert clock.virtual() is None  # nothing installed
+
+
 def test_collective_formulas():
     from mpicomm.p2p.virtual import collective_seconds
 
