@@ -43,6 +43,7 @@ from mpicomm.train.checkpoint import (
     CheckpointError,
     codec_state_arrays,
     load_checkpoint,
+    rebucket_residuals,
     restore_codec_state,
     save_checkpoint,
 )
@@ -213,13 +214,23 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
-        job.codec_state = restore_codec_state(ck, world.comm.Get_rank())
-        if job.codec_state is not None and not str(cfg.compress).startswith("topk"):
-            raise CheckpointError(
-                f"checkpoint {cfg.checkpoint} holds top-k error-feedback residuals; this run "
-                f"has --compress {cfg.compress}, which keeps none: resume with the --compress "
-                "topk:RATIO the checkpoint was made with")
+        job.codec_state = _residuals(cfg, world, ck, model)
     return job
+
+
+def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | None:
+    """This rank's top-k residuals from checkpoint ``ck``, laid out for this run's buckets."""
+    comm = world.comm
+    state = restore_codec_state(ck, comm.Get_rank(), comm.Get_size())
+    if state is None:
+        return None
+    if not str(cfg.compress).startswith("topk"):
+        raise CheckpointError(
+            f"checkpoint {cfg.checkpoint} holds top-k error-feedback residuals; this run "
+            f"has --compress {cfg.compress}, which keeps none: resume with the --compress "
+            "topk:RATIO the checkpoint was made with")
+    buckets = plan_buckets(model.tensors, model.grads.itemsize, cfg.bucket_mb * 2**20)
+    return rebucket_residuals(state, buckets, model.num_params)  # --bucket-mb may differ
 
 
 def _label(cfg: TrainConfig) -> str:
