@@ -342,6 +342,17 @@ def test_codec_state_travels_in_the_checkpoint():
         restore_codec_state({"params": np.zeros(2), **arrays}, 1, 2)
 
 
+@pytest.mark.parametrize("compress", ["none", "int8", "topk:0.1:noef"])
+def test_topk_residuals_need_error_feedback_to_resume(compress):
+    """Residuals resumed without error feedback would be dropped: refused, naming the codec
+    (topk:RATIO:noef passed before, and the residuals were silently lost)."""
+    from mpicomm.train.checkpoint import require_feedback
+
+    with pytest.raises(CheckpointError, match=f"this run has --compress {compress}, which "):
+        require_feedback(compress, "ck.npz")
+    require_feedback("topk:0.2", "ck.npz")  # another ratio keeps them: carried over
+
+
 def test_topk_residuals_follow_a_changed_bucket_size():
     """A top-k checkpoint resumed with another --bucket-mb: the residuals are per element, so
     they are carried over to the new buckets (they restarted from zero before, silently)."""

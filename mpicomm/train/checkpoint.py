@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.core.options import parse_compress
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.model import num_params
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "save_checkpoint", "load_checkpoint",
-           "PS_SERVER_PARAMS", "codec_state_arrays", "restore_codec_state", "rebucket_residuals"]
+           "PS_SERVER_PARAMS", "codec_state_arrays", "restore_codec_state", "rebucket_residuals",
+           "require_feedback"]
 
 CHECKPOINT_FORMAT = "mpicomm-train-checkpoint-v1"
 
@@ -124,6 +126,20 @@ def restore_codec_state(ck: dict, rank: int, size: int) -> dict[str, np.ndarray]
     head = f"{CODEC_PREFIX}r{rank}__"
     state = {k[len(head):]: v for k, v in ck.items() if k.startswith(head)}
     return state or None
+
+
+def require_feedback(compress: str, path: str) -> None:
+    """Raise ``CheckpointError`` unless ``--compress`` keeps the top-k residuals ``path`` holds.
+
+    Without error feedback (another codec, or ``topk:RATIO:noef``) the residuals, the
+    gradient each rank has not sent yet, would be dropped without a word.
+    """
+    name, _, feedback = parse_compress(compress)
+    if name != "topk" or not feedback:
+        raise CheckpointError(
+            f"checkpoint {path} holds top-k error-feedback residuals; this run has --compress "
+            f"{compress}, which keeps none: resume with the --compress topk:RATIO the "
+            "checkpoint was made with")
 
 
 def rebucket_residuals(state: dict[str, np.ndarray], buckets: Any,

@@ -44,6 +44,7 @@ from mpicomm.train.checkpoint import (
     codec_state_arrays,
     load_checkpoint,
     rebucket_residuals,
+    require_feedback,
     restore_codec_state,
     save_checkpoint,
 )
@@ -224,11 +225,7 @@ def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | N
     state = restore_codec_state(ck, comm.Get_rank(), comm.Get_size())
     if state is None:
         return None
-    if not str(cfg.compress).startswith("topk"):
-        raise CheckpointError(
-            f"checkpoint {cfg.checkpoint} holds top-k error-feedback residuals; this run "
-            f"has --compress {cfg.compress}, which keeps none: resume with the --compress "
-            "topk:RATIO the checkpoint was made with")
+    require_feedback(cfg.compress, cfg.checkpoint)  # not int8, not topk:RATIO:noef
     buckets = plan_buckets(model.tensors, model.grads.itemsize, cfg.bucket_mb * 2**20)
     return rebucket_residuals(state, buckets, model.num_params)  # --bucket-mb may differ
 
