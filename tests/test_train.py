@@ -108,6 +108,20 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     np.testing.assert_array_equal(vres, vfull)
 
 
+@pytest.mark.slow  # a 3-rank run
+def test_a_diverged_model_has_no_accuracy(tmp_path):
+    """NaN parameters: every logit is NaN and argmax says class 0, so the record gave the share
+    of class 0 as the accuracy (30.5% and 29.7%, ps:sync at --lr 1e6); now null, and '-'."""
+    out = tmp_path / "nan.json"
+    res = ok(train(3, *SMALL, "--strategy", "ps", "--ps-mode", "sync", "--steps", "10",
+                   "--batch-size", "8", "--lr", "1e6", "--json", out))
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["final_loss"] is None, rec  # the loss was already NaN (null)
+    assert rec["final_accuracy"] is None and rec["test_accuracy"] is None, rec
+    row = next(x for x in res.stdout.splitlines() if x.startswith("ps:sync "))
+    assert "%" not in row.split()[-3:] and row.split()[-2:] == ["-", "-"], row
+
+
 @pytest.mark.slow  # a training run of several seconds (CI's slow step)
 def test_dedicated_ps_resume_trains_to_steps_not_past_it(tmp_path):
     """The dedicated server reads no checkpoint; it must still run the workers' remaining steps."""
