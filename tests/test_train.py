@@ -445,6 +445,29 @@ def test_topk_resume_with_another_bucket_size_or_rank_count(tmp_path):
         np.testing.assert_allclose(left[both] - left0[both], whole[both], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow  # three 2-rank runs
+def test_resume_refuses_a_data_file_rewritten_in_place(tmp_path):
+    """The checkpoint names the data by path; a file rewritten there with other rows of the
+    same shape resumed silently (its data position then reads other rows): now refused in
+    one line, exit 2, by the data's CRC-32; the same data resumes."""
+    rng = np.random.default_rng(0)
+    data, ck = tmp_path / "d.npz", tmp_path / "ck.npz"
+    x, y = rng.standard_normal((200, 16)).astype(np.float32), rng.integers(0, 4, 200)
+    np.savez(data, x=x, y=y)
+    common = [*SMALL_DATA, "--strategy", "ring", "--batch-size", "8", "--data", data,
+              "--checkpoint", ck]
+    ok(train(2, *common, "--steps", "4"))
+    np.savez(data, x=x[::-1].copy(), y=y[::-1].copy())  # the same shape, other rows
+    res = train(2, *common, "--steps", "6", "--resume")
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("was made with other data than npz(") == 1, out
+    assert "Traceback" not in out, out
+    np.savez(data, x=x, y=y)
+    assert "resumed at step 4" in ok(train(2, *common, "--steps", "6", "--resume",
+                                           "--log-every", "6")).stdout
+
+
 @pytest.mark.slow  # two 2-rank runs
 def test_topk_checkpoint_resumed_without_topk_is_refused(tmp_path):
     """The residuals cannot go on without top-k: one line and exit 2 on every rank (it was a

@@ -32,8 +32,13 @@ def save_checkpoint(path: str, **arrays: Any) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str) -> dict:
-    """Read a checkpoint and check it belongs to this run (model, dtype, seed, data, batch)."""
+def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str,
+                    data_crc: int | None = None) -> dict:
+    """Read a checkpoint and check it belongs to this run (model, dtype, seed, data, batch).
+
+    ``data_crc``: the data's ``Dataset.fingerprint()``, checked against the one saved
+    (``data_crc32``; older checkpoints hold none): a file rewritten in place is other data.
+    """
     if not os.path.exists(path):
         raise CheckpointError(f"--resume: checkpoint {path} does not exist")
     try:
@@ -74,6 +79,11 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
                 f"checkpoint {path} was made with {key} {theirs!r}, this run has {mine!r}; "
                 "resume with the same settings"
             )
+    if data_crc is not None and "data_crc32" in ck and int(ck["data_crc32"]) != data_crc:
+        raise CheckpointError(
+            f"checkpoint {path} was made with other data than {data_source} holds now (CRC-32 "
+            f"{int(ck['data_crc32']):08x}, now {data_crc:08x}): its data position would read "
+            "other rows; resume with the data it was made with")
     return ck
 
 

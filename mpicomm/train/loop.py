@@ -168,6 +168,7 @@ class Job:
     velocity: Any = None   # SGD momentum buffer, same layout as params
     delays: Any = None     # --straggler / --jitter sleeps (train.straggle.Delays)
     codec_state: Any = None  # codec error-feedback arrays read from the checkpoint
+    data_crc: int = 0        # the data's fingerprint, saved in and checked against checkpoints
 
 
 def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
@@ -209,8 +210,10 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),
               Delays(cfg, world.comm.Get_rank()))
+    if cfg.checkpoint:
+        job.data_crc = ds.fingerprint()
     if cfg.resume:
-        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source)
+        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc)
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
@@ -387,7 +390,7 @@ def _save(cfg: TrainConfig, world: World, job: Job, step: int,
         cfg.checkpoint, params=_host(job.model.params), momentum=_host(job.velocity),
         step=step + 1, **job.shard.state(), layers=np.array(cfg.layers), dtype=cfg.dtype,
         seed=cfg.seed, global_batch=world.global_batch, data_source=job.ds.source,
-        strategy=cfg.strategy, **codec,
+        data_crc32=np.int64(job.data_crc), strategy=cfg.strategy, **codec,
     )
 
 
