@@ -35,15 +35,11 @@ DEFAULT_VARIANT = ReducerOptions.variant  # --variant left alone
 
 
 def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> None:
-    """Raise ``ConfigError`` for a flag ``--ps-mode`` cannot honour on ``ranks`` ranks (no MPI),
-    or for the servers' flags on another strategy.
+    """Raise ``ConfigError`` for a flag ``--ps-mode`` cannot honour on ``ranks`` ranks (no MPI).
 
     ``single_run`` False (a run of compare, whose engine flags are shared by every
     strategy compared): only what the parameter server cannot run at all.
     """
-    if single_run and cfg.strategy != "ps" and (cfg.servers != 1 or cfg.dedicated):
-        raise ConfigError(f"--servers and --dedicated are options of --strategy ps; this run "
-                          f"has --strategy {cfg.strategy}, which has no servers")
     if not cfg.ps_mode:
         return
     layout(ranks, cfg.servers, num_params(cfg.layers))  # at least one worker, keys per server

@@ -127,19 +127,3 @@ def test_other_strategies_options_are_refused_not_ignored(flags, fragment):
     with pytest.raises(ConfigError, match=fragment):
         check_ps_flags(cfg, 4)
     check_ps_flags(TrainConfig(strategy="ps", ps_mode="async"), 4)  # the defaults pass
-
-
-@pytest.mark.parametrize("flags", [["--servers", "2"], ["--dedicated"]])
-def test_server_flags_on_another_strategy_are_refused(flags):
-    """--strategy ring --dedicated (or --servers 2) ran a plain ring, the flag ignored."""
-    from mpicomm.cli.main import build_parser
-    from mpicomm.core.errors import ConfigError
-    from mpicomm.train.config import TrainConfig
-    from mpicomm.train.ps_setup import check_ps_flags
-
-    args = build_parser().parse_args(["train", "--strategy", "ring", *flags])
-    with pytest.raises(ConfigError, match="options of --strategy ps; this run has --strategy ring"):
-        check_ps_flags(TrainConfig.from_args(args, ranks=4), 4)
-    check_ps_flags(TrainConfig.from_args(args, ranks=4), 4, single_run=False)  # compare: shared
-    args = build_parser().parse_args(["train", "--strategy", "ps", *flags])
-    check_ps_flags(TrainConfig.from_args(args, ranks=4), 4)  # the ps reducer takes them
