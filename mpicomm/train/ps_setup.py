@@ -1,9 +1,7 @@
 """What ``--ps-mode`` adds to the one training loop: its checks, its group, its engine.
 
 1. ``check_ps_flags``: every flag the parameter server cannot honour is refused
-   in one line (``ConfigError``, the same on every rank, before any message): the
-   other strategies' options (bucket size, validation, variant, channels, crossover,
-   CUDA-aware MPI) as much as what it cannot run;
+   in one line (``ConfigError``, the same on every rank, before any message);
 2. ``make_ps_group``: the roles, the transport with the run's emulated links and
    the codec (``ps.PSGroup``) — where a reducer stands in a run;
 3. ``make_ps_engine``: a worker's ``engine.PSEngine``; a server's ``ps.PSServer``
@@ -31,7 +29,6 @@ from mpicomm.train.sgd import SGD
 __all__ = ["check_ps_flags", "make_ps_group", "make_ps_engine"]
 
 PS_DEFAULT_BUCKET_MB = 25.0  # TrainConfig's default: --bucket-mb left alone
-DEFAULT_VARIANT = ReducerOptions.variant  # --variant left alone
 
 
 def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> None:
@@ -46,23 +43,12 @@ def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> 
     ps_codec(cfg.compress)  # fp16 / int8 only
     if not single_run:
         return
-    for flag, given, why in _NO_EFFECT:
-        if given(cfg):
-            raise ConfigError(f"{flag} has no effect under --ps-mode: {why}")
-
-
-_NO_EFFECT = (  # (flag, whether this run gave it, why the parameter server cannot use it)
-    ("--bucket-mb", lambda c: c.bucket_mb != PS_DEFAULT_BUCKET_MB,
-     "a worker pushes one range to each server per step"),
-    ("--validate/--no-validate", lambda c: c.validate is not None,
-     "the servers' protocol fixes every message's size"),
-    ("--variant", lambda c: c.variant != DEFAULT_VARIANT, "it picks a hierarchical all-reduce"),
-    ("--channels", lambda c: c.channels != 1, "it splits a ring all-reduce"),
-    ("--crossover-bytes", lambda c: c.crossover_bytes is not None,
-     "it steers the auto strategy"),
-    ("--cuda-aware/--no-cuda-aware", lambda c: c.cuda_aware is not None,
-     "workers and servers exchange host (NumPy) buffers"),
-)
+    if cfg.bucket_mb != PS_DEFAULT_BUCKET_MB:
+        raise ConfigError("--bucket-mb has no effect under --ps-mode: a worker pushes one "
+                          "range to each server per step")
+    if cfg.validate is not None:
+        raise ConfigError("--validate/--no-validate has no effect under --ps-mode: the "
+                          "servers' protocol fixes every message's size")
 
 
 def make_ps_group(cfg: TrainConfig, comm: Any) -> PSGroup:

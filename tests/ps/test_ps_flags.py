@@ -105,25 +105,3 @@ def test_flags_the_server_cannot_honour_are_refused(flags, fragment):
     lines = [x for x in res.stdout.splitlines() if "error" in x]
     assert len(lines) == 1 and fragment in lines[0], res.stdout
     assert "Traceback" not in res.stdout + res.stderr
-
-
-@pytest.mark.parametrize("flags, fragment", [
-    (["--variant", "leader"], "--variant has no effect under --ps-mode"),
-    (["--channels", "2"], "--channels has no effect under --ps-mode"),
-    (["--crossover-bytes", "4K"], "--crossover-bytes has no effect under --ps-mode"),
-    (["--no-cuda-aware"], "--cuda-aware/--no-cuda-aware has no effect under --ps-mode"),
-    (["--bucket-mb", "1"], "--bucket-mb has no effect under --ps-mode"),
-])
-def test_other_strategies_options_are_refused_not_ignored(flags, fragment):
-    """The ring's, hierarchical's and auto's options ran silently under --ps-mode, ignored
-    (issue 17: every flag works or is refused); the check is the one every rank runs first."""
-    from mpicomm.cli.main import build_parser
-    from mpicomm.core.errors import ConfigError
-    from mpicomm.train.config import TrainConfig
-    from mpicomm.train.ps_setup import check_ps_flags
-
-    args = build_parser().parse_args(["train", "--strategy", "ps", "--ps-mode", "async", *flags])
-    cfg = TrainConfig.from_args(args, ranks=4)
-    with pytest.raises(ConfigError, match=fragment):
-        check_ps_flags(cfg, 4)
-    check_ps_flags(TrainConfig(strategy="ps", ps_mode="async"), 4)  # the defaults pass
