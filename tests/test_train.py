@@ -10,7 +10,7 @@ from mpi_harness import run_mpi, run_script
 
 import mpicomm
 from mpicomm.cli.main import build_parser
-from mpicomm.train.loop import ConfigError, TrainConfig
+from mpicomm.train.loop import CheckpointError, ConfigError, TrainConfig
 
 SMALL = ["--layers", "16,32,32,4", "--train-samples", "512", "--test-samples", "64",
          "--eval-samples", "128", "--log-every", "0"]
@@ -106,6 +106,20 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
     assert step == 20
     np.testing.assert_array_equal(resumed, full)
     np.testing.assert_array_equal(vres, vfull)
+
+
+@pytest.mark.slow  # a 3-rank run
+def test_a_diverged_model_has_no_accuracy(tmp_path):
+    """NaN parameters: every logit is NaN and argmax says class 0, so the record gave the share
+    of class 0 as the accuracy (30.5% and 29.7%, ps:sync at --lr 1e6); now null, and '-'."""
+    out = tmp_path / "nan.json"
+    res = ok(train(3, *SMALL, "--strategy", "ps", "--ps-mode", "sync", "--steps", "10",
+                   "--batch-size", "8", "--lr", "1e6", "--json", out))
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["final_loss"] is None, rec  # the loss was already NaN (null)
+    assert rec["final_accuracy"] is None and rec["test_accuracy"] is None, rec
+    row = next(x for x in res.stdout.splitlines() if x.startswith("ps:sync "))
+    assert "%" not in row.split()[-3:] and row.split()[-2:] == ["-", "-"], row
 
 
 @pytest.mark.slow  # a training run of several seconds (CI's slow step)
@@ -332,12 +346,51 @@ def test_codec_state_travels_in_the_checkpoint():
 
     arrays = codec_state_arrays(WithState(), OneRank())
     assert len(arrays) == 2
-    state = restore_codec_state({"params": np.zeros(2), **arrays}, 0)
+    state = restore_codec_state({"params": np.zeros(2), **arrays}, 0, 1)
     assert set(state) == {"7", "bucket 2"}
     np.testing.assert_array_equal(state["7"], np.arange(5.0))
-    assert restore_codec_state({"params": np.zeros(2), **arrays}, 1) is None
     assert codec_state_arrays(object(), OneRank()) == {}
-    assert restore_codec_state({"params": 1}, 0) is None
+    assert restore_codec_state({"params": 1}, 0, 4) is None
+    # another number of ranks cannot take over one rank's residuals: refused, naming both
+    with pytest.raises(CheckpointError, match="residuals of 1 ranks; this run has 2"):
+        restore_codec_state({"params": np.zeros(2), **arrays}, 1, 2)
+
+
+@pytest.mark.parametrize("compress", ["none", "int8", "topk:0.1:noef"])
+def test_topk_residuals_need_error_feedback_to_resume(compress):
+    """Residuals resumed without error feedback would be dropped: refused, naming the codec
+    (topk:RATIO:noef passed before, and the residuals were silently lost)."""
+    from mpicomm.train.checkpoint import require_feedback
+
+    with pytest.raises(CheckpointError, match=f"this run has --compress {compress}, which "):
+        require_feedback(compress, "ck.npz")
+    require_feedback("topk:0.2", "ck.npz")  # another ratio keeps them: carried over
+
+
+def test_topk_residuals_follow_a_changed_bucket_size():
+    """A top-k checkpoint resumed with another --bucket-mb: the residuals are per element, so
+    they are carried over to the new buckets (they restarted from zero before, silently)."""
+    from mpicomm.engine import plan_buckets
+    from mpicomm.train.checkpoint import rebucket_residuals
+    from mpicomm.train.model import layer_tensors, num_params
+
+    layers = (16, 32, 32, 4)
+    n, tensors = num_params(layers), layer_tensors(layers)
+    small, whole = plan_buckets(tensors, 8, 1024), plan_buckets(tensors, 8, 25 * 2**20)
+    assert len(small) > 2 and len(whole) == 1
+    full = np.random.default_rng(0).standard_normal(n)
+    saved = {str(b.index): full[b.lo : b.hi].copy() for b in small}
+    moved = rebucket_residuals(saved, whole, n)
+    assert set(moved) == {"0"}
+    np.testing.assert_array_equal(moved["0"], full)
+    back = rebucket_residuals(moved, small, n)  # and back: each bucket's own, bit for bit
+    assert set(back) == set(saved)
+    for k, v in saved.items():
+        np.testing.assert_array_equal(back[k], v)
+    with pytest.raises(CheckpointError, match="residuals of 10 values; the model has"):
+        rebucket_residuals({"0": np.zeros(10)}, whole, n)
+    with pytest.raises(CheckpointError, match="not the engine's bucket indices"):
+        rebucket_residuals({"n10:d": np.zeros(n)}, whole, n)
 
 
 def test_topk_resume_is_bit_identical_in_float64(tmp_path):
@@ -354,6 +407,65 @@ def test_topk_resume_is_bit_identical_in_float64(tmp_path):
     assert step == 12
     np.testing.assert_array_equal(resumed, full)
     np.testing.assert_array_equal(vres, vfull)
+
+
+@pytest.mark.slow  # four runs of 2-4 ranks
+def test_topk_resume_with_another_bucket_size_or_rank_count(tmp_path):
+    """Top-k residuals saved with --bucket-mb 0.001 (3 buckets) and resumed with the default
+    (1 bucket) are carried over (they restarted silently from zero before, and the stale ones
+    were saved again); resumed on 4 ranks instead of 2, they are refused in one line, exit 2."""
+    common = [*SMALL, "--strategy", "ring", "--compress", "topk:0.1", "--dtype", "float64",
+              "--train-samples", "200"]
+    ck = tmp_path / "k.npz"
+    ok(train(2, *common, "--batch-size", "8", "--bucket-mb", "0.001", "--steps", "4",
+             "--checkpoint", ck))
+    with np.load(ck) as f:
+        saved = {k: f[k] for k in f.files if k.startswith("codec_state__")}
+    assert {k.rsplit("__", 1)[1] for k in saved} == {"0", "1", "2"}
+    res = train(4, *common, "--batch-size", "4", "--steps", "6", "--checkpoint", ck, "--resume")
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("residuals of 2 ranks; this run has 4") == 1, out
+    assert "Traceback" not in out, out
+    with np.load(ck) as f:  # the same checkpoint with its residuals zeroed
+        np.savez(tmp_path / "zero.npz", **{k: np.zeros_like(v) if k in saved else v
+                                          for k, v in ((k, f[k]) for k in f.files)})
+    after = {}
+    for name in ("k.npz", "zero.npz"):  # resumed with the default --bucket-mb: one bucket
+        ok(train(2, *common, "--batch-size", "8", "--steps", "5", "--checkpoint",
+                 tmp_path / name, "--resume"))
+        with np.load(tmp_path / name) as f:
+            after[name] = {k: f[k] for k in f.files if k.startswith("codec_state__")}
+    assert sorted(after["k.npz"]) == ["codec_state__r0__0", "codec_state__r1__0"]
+    for r in (0, 1):  # the same step's gradient g: left = saved + g where unsent, g alone
+        whole = np.concatenate([saved[f"codec_state__r{r}__{i}"] for i in (2, 1, 0)])
+        left, left0 = (after[x][f"codec_state__r{r}__0"] for x in ("k.npz", "zero.npz"))
+        both = (left != 0) & (left0 != 0)
+        assert both.sum() > 0.5 * whole.size
+        np.testing.assert_allclose(left[both] - left0[both], whole[both], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.slow  # three 2-rank runs
+def test_resume_refuses_a_data_file_rewritten_in_place(tmp_path):
+    """The checkpoint names the data by path; a file rewritten there with other rows of the
+    same shape resumed silently (its data position then reads other rows): now refused in
+    one line, exit 2, by the data's CRC-32; the same data resumes."""
+    rng = np.random.default_rng(0)
+    data, ck = tmp_path / "d.npz", tmp_path / "ck.npz"
+    x, y = rng.standard_normal((200, 16)).astype(np.float32), rng.integers(0, 4, 200)
+    np.savez(data, x=x, y=y)
+    common = [*SMALL_DATA, "--strategy", "ring", "--batch-size", "8", "--data", data,
+              "--checkpoint", ck]
+    ok(train(2, *common, "--steps", "4"))
+    np.savez(data, x=x[::-1].copy(), y=y[::-1].copy())  # the same shape, other rows
+    res = train(2, *common, "--steps", "6", "--resume")
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("was made with other data than npz(") == 1, out
+    assert "Traceback" not in out, out
+    np.savez(data, x=x, y=y)
+    assert "resumed at step 4" in ok(train(2, *common, "--steps", "6", "--resume",
+                                           "--log-every", "6")).stdout
 
 
 @pytest.mark.slow  # two 2-rank runs

@@ -18,7 +18,8 @@ range, and in each mode:
 
 Checkpoints (sync): worker 0's SNAPSHOT header, sent between two steps, is
 answered with this shard's momentum; the step cannot move on before worker 0
-pushes again, so the snapshot is that of a step boundary.
+pushes again, so the snapshot is that of a step boundary. Its messages are not
+counted in the run's bytes (``protocol.uncounted``).
 
 Staleness of an applied push (recorded per push): the pushing worker's step
 minus the step count of the slowest worker still running — 0 in sync, ≤ S in
@@ -130,9 +131,10 @@ class PSServer:
             if hdr[0] == P.CMD_DONE:
                 self.done[i] = True
             elif hdr[0] == P.CMD_SNAPSHOT:  # sync, between two steps: this shard's momentum
-                p2p.send(self.v, src, P.TAG_SNAPSHOT)
-                if self.codec is not None:  # and its exact parameters (workers hold pulls)
-                    p2p.send(self.p, src, P.TAG_SNAPSHOT)
+                with P.uncounted(p2p, header_from=src):  # a checkpoint's, not the run's bytes
+                    p2p.send(self.v, src, P.TAG_SNAPSHOT)
+                    if self.codec is not None:  # and its exact parameters (workers hold pulls)
+                        p2p.send(self.p, src, P.TAG_SNAPSHOT)
                 continue
             elif self.mode == "sync":
                 self._take_push(self.rows[i], i, src)

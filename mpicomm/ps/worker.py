@@ -84,8 +84,9 @@ class PSWorker:
         """Between two sync steps: receive every server's momentum range into ``momentum``;
         with a codec also its exact parameters into ``params`` (this worker holds the decoded
         pulls, which differ from them by the rounding the next pull will carry)."""
-        self._ask(P.CMD_SNAPSHOT, momentum, P.TAG_SNAPSHOT,
-                  params if self.codec is not None else None)
+        with P.uncounted(self.p2p):  # a checkpoint's messages, not the run's bytes per step
+            self._ask(P.CMD_SNAPSHOT, momentum, P.TAG_SNAPSHOT,
+                      params if self.codec is not None else None)
 
     def finish(self, params: Any) -> None:
         """Tell every server this worker is done; receive the final parameters in place."""

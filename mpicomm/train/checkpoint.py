@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.core.options import parse_compress
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.model import num_params
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "save_checkpoint", "load_checkpoint",
-           "PS_SERVER_PARAMS"]
+           "PS_SERVER_PARAMS", "codec_state_arrays", "restore_codec_state", "rebucket_residuals",
+           "require_feedback"]
 
 CHECKPOINT_FORMAT = "mpicomm-train-checkpoint-v1"
 
@@ -30,8 +32,13 @@ def save_checkpoint(path: str, **arrays: Any) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str) -> dict:
-    """Read a checkpoint and check it belongs to this run (model, dtype, seed, data, batch)."""
+def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str,
+                    data_crc: int | None = None) -> dict:
+    """Read a checkpoint and check it belongs to this run (model, dtype, seed, data, batch).
+
+    ``data_crc``: the data's ``Dataset.fingerprint()``, checked against the one saved
+    (``data_crc32``; older checkpoints hold none): a file rewritten in place is other data.
+    """
     if not os.path.exists(path):
         raise CheckpointError(f"--resume: checkpoint {path} does not exist")
     try:
@@ -72,6 +79,11 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
                 f"checkpoint {path} was made with {key} {theirs!r}, this run has {mine!r}; "
                 "resume with the same settings"
             )
+    if data_crc is not None and "data_crc32" in ck and int(ck["data_crc32"]) != data_crc:
+        raise CheckpointError(
+            f"checkpoint {path} was made with other data than {data_source} holds now (CRC-32 "
+            f"{int(ck['data_crc32']):08x}, now {data_crc:08x}): its data position would read "
+            "other rows; resume with the data it was made with")
     return ck
 
 
@@ -108,8 +120,59 @@ def codec_state_arrays(reducer: Any, comm: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def restore_codec_state(ck: dict, rank: int) -> dict[str, np.ndarray] | None:
-    """Return rank ``rank``'s codec state saved in checkpoint ``ck`` (None when it holds none)."""
+def restore_codec_state(ck: dict, rank: int, size: int) -> dict[str, np.ndarray] | None:
+    """Return rank ``rank``'s codec state saved in checkpoint ``ck`` (None when it holds none).
+
+    Raises ``CheckpointError`` when the checkpoint holds the state of another number
+    of ranks than this run's ``size``: each rank's residuals are its own unsent
+    gradient, which a different number of ranks cannot take over.
+    """
+    ranks = {k[len(CODEC_PREFIX):].split("__", 1)[0] for k in ck if k.startswith(CODEC_PREFIX)}
+    if ranks and ranks != {f"r{r}" for r in range(size)}:
+        raise CheckpointError(
+            f"checkpoint holds the top-k error-feedback residuals of {len(ranks)} ranks; this run "
+            f"has {size}: each rank's residuals are its own unsent gradient, so resume top-k "
+            f"on {len(ranks)} ranks")
     head = f"{CODEC_PREFIX}r{rank}__"
     state = {k[len(head):]: v for k, v in ck.items() if k.startswith(head)}
     return state or None
+
+
+def require_feedback(compress: str, path: str) -> None:
+    """Raise ``CheckpointError`` unless ``--compress`` keeps the top-k residuals ``path`` holds.
+
+    Without error feedback (another codec, or ``topk:RATIO:noef``) the residuals, the
+    gradient each rank has not sent yet, would be dropped without a word.
+    """
+    name, _, feedback = parse_compress(compress)
+    if name != "topk" or not feedback:
+        raise CheckpointError(
+            f"checkpoint {path} holds top-k error-feedback residuals; this run has --compress "
+            f"{compress}, which keeps none: resume with the --compress topk:RATIO the "
+            "checkpoint was made with")
+
+
+def rebucket_residuals(state: dict[str, np.ndarray], buckets: Any,
+                       n: int) -> dict[str, np.ndarray]:
+    """Carry top-k residuals saved under one bucket layout over to ``buckets`` (``--bucket-mb``).
+
+    A residual is per element (what was not sent yet of each gradient value), and the
+    engine's buckets are contiguous ranges laid from the top of the ``n``-value flat
+    gradient down, bucket 0 first (``engine.buckets``): the saved sizes alone give the
+    saved layout. So the residuals join into one ``n``-value vector and split again
+    by ``buckets``; with an unchanged layout, each comes back as it was (bit for bit).
+    """
+    try:
+        sizes = [state[str(i)].size for i in range(len(state))]
+    except KeyError:
+        raise CheckpointError(
+            f"checkpoint holds top-k residuals under keys {sorted(state)}, not the engine's "
+            "bucket indices 0..b-1") from None
+    if sum(sizes) != n:
+        raise CheckpointError(
+            f"checkpoint holds top-k residuals of {sum(sizes)} values; the model has {n}")
+    full, hi = np.empty(n, dtype=state["0"].dtype), n
+    for i, size in enumerate(sizes):  # bucket 0 ends at the top of the buffer
+        full[hi - size : hi] = state[str(i)].ravel()
+        hi -= size
+    return {str(b.index): full[b.lo : b.hi].copy() for b in buckets}

@@ -43,6 +43,8 @@ from mpicomm.train.checkpoint import (
     CheckpointError,
     codec_state_arrays,
     load_checkpoint,
+    rebucket_residuals,
+    require_feedback,
     restore_codec_state,
     save_checkpoint,
 )
@@ -166,6 +168,7 @@ class Job:
     velocity: Any = None   # SGD momentum buffer, same layout as params
     delays: Any = None     # --straggler / --jitter sleeps (train.straggle.Delays)
     codec_state: Any = None  # codec error-feedback arrays read from the checkpoint
+    data_crc: int = 0        # the data's fingerprint, saved in and checked against checkpoints
 
 
 def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
@@ -207,19 +210,27 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),
               Delays(cfg, world.comm.Get_rank()))
+    if cfg.checkpoint:
+        job.data_crc = ds.fingerprint()
     if cfg.resume:
-        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source)
+        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc)
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
-        job.codec_state = restore_codec_state(ck, world.comm.Get_rank())
-        if job.codec_state is not None and not str(cfg.compress).startswith("topk"):
-            raise CheckpointError(
-                f"checkpoint {cfg.checkpoint} holds top-k error-feedback residuals; this run "
-                f"has --compress {cfg.compress}, which keeps none: resume with the --compress "
-                "topk:RATIO the checkpoint was made with")
+        job.codec_state = _residuals(cfg, world, ck, model)
     return job
+
+
+def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | None:
+    """This rank's top-k residuals from checkpoint ``ck``, laid out for this run's buckets."""
+    comm = world.comm
+    state = restore_codec_state(ck, comm.Get_rank(), comm.Get_size())
+    if state is None:
+        return None
+    require_feedback(cfg.compress, cfg.checkpoint)  # not int8, not topk:RATIO:noef
+    buckets = plan_buckets(model.tensors, model.grads.itemsize, cfg.bucket_mb * 2**20)
+    return rebucket_residuals(state, buckets, model.num_params)  # --bucket-mb may differ
 
 
 def _label(cfg: TrainConfig) -> str:
@@ -379,7 +390,7 @@ def _save(cfg: TrainConfig, world: World, job: Job, step: int,
         cfg.checkpoint, params=_host(job.model.params), momentum=_host(job.velocity),
         step=step + 1, **job.shard.state(), layers=np.array(cfg.layers), dtype=cfg.dtype,
         seed=cfg.seed, global_batch=world.global_batch, data_source=job.ds.source,
-        strategy=cfg.strategy, **codec,
+        data_crc32=np.int64(job.data_crc), strategy=cfg.strategy, **codec,
     )
 
 

@@ -63,17 +63,21 @@ def history(comm: Any, losses: np.ndarray, step_s: np.ndarray, is_worker: bool) 
 
 
 def scores(cfg: Any, world: Any, job: Any, losses: np.ndarray, n_run: int) -> dict:
-    """Final loss/accuracy on train and test rows (split over workers), losses, crc of params."""
+    """Final loss/accuracy on train and test rows (split over workers), losses, crc of params.
+
+    A diverged model (a NaN or inf parameter) has no accuracy: NaN, as its loss.
+    """
     comm, P, w = world.comm, world.workers, world.worker_rank
     score, crc = np.zeros(6), -1.0
     if world.is_worker:
         ds, model, xp = job.ds, job.model, world.xp
         n_eval = cfg.eval_samples
         splits = ((ds.x_train[:n_eval], ds.y_train[:n_eval]), (ds.x_test, ds.y_test))
+        diverged = not bool(xp.isfinite(model.params).all())  # NaN logits: argmax says class 0
         for j, (x, y) in enumerate(splits):
             lo, hi = w * len(x) // P, (w + 1) * len(x) // P
             loss_sum, correct = model.evaluate(xp.asarray(x[lo:hi]), xp.asarray(y[lo:hi]))
-            score[3 * j : 3 * j + 3] = loss_sum, correct, hi - lo
+            score[3 * j : 3 * j + 3] = loss_sum, np.nan if diverged else correct, hi - lo
         params = model.params if isinstance(model.params, np.ndarray) else model.params.get()
         crc = float(zlib.crc32(memoryview(params)))
     score = metrics.sum_over_ranks(comm, score)
