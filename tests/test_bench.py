@@ -283,6 +283,8 @@ def test_another_strategys_option_is_refused(capsys):
             in capsys.readouterr().err)
     assert chosen_strategies(parser.parse_args(["--strategies", "ring,ps", "--servers", "2"]))
     assert chosen_strategies(parser.parse_args(["--channels", "2"]))  # all: the ring among them
+    assert chosen_strategies(parser.parse_args(["--cuda-aware"])) is None  # CuPy buffers only
+    assert "--cuda-aware/--no-cuda-aware: how CuPy buffers reach MPI" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -96,6 +96,7 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
     import dataclasses
 
     from mpicomm.cli.main import build_parser
+    from mpicomm.core.errors import ConfigError
     from mpicomm.core.options import ReducerFields, ReducerOptions
     from mpicomm.train.config import TrainConfig
 
@@ -112,11 +113,14 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
     for command in ("train", "compare", "bench", "model"):
         args = parser.parse_args([command, *flags])
         assert {k: getattr(args, k) for k in want} == want, command
-    cfg = TrainConfig.from_args(parser.parse_args(["train", *flags]), ranks=4)
+    on_cpu = [f for f in flags if f != "--cuda-aware"]  # CuPy buffers only: refused on the CPU
+    with pytest.raises(ConfigError, match="--cuda-aware/--no-cuda-aware: how CuPy buffers"):
+        TrainConfig.from_args(parser.parse_args(["train", *flags]), ranks=4)
+    cfg = TrainConfig.from_args(parser.parse_args(["train", *on_cpu]), ranks=4)
     assert isinstance(cfg.reducer, ReducerOptions)   # held, checked and parsed once
     assert cfg.reducer.compress == "topk:0.5" and cfg.reducer.inter_link.bandwidth == 1e9
     opts = cfg.reducer_options()
-    assert opts["crossover_bytes"] == 4096 and opts["cuda_aware"] is True
+    assert opts["crossover_bytes"] == 4096 and "cuda_aware" not in opts
     assert opts["inter_link"] is cfg.reducer.inter_link  # the parsed spec goes down
     assert parser.parse_args(["bench"]).validate is False  # bench checks results itself
 

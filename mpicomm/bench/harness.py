@@ -335,6 +335,10 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
     if args.baseline in names:
         names.remove(args.baseline)
         names.insert(0, args.baseline)
+    if getattr(args, "cuda_aware", None) is not None and args.device != "gpu":
+        usage_error("--cuda-aware/--no-cuda-aware: how CuPy buffers reach MPI; it has no "
+                    "effect on the CPU (add --device gpu or drop it)")
+        return None
     try:  # --servers 2 beside --strategies ring: the flag would be dropped
         check_strategy_options(args, names)
     except ConfigError as exc:

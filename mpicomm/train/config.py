@@ -214,6 +214,8 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--dtype must be float32 or float64, got {cfg.dtype!r}")
     if cfg.device not in ("cpu", "gpu"):
         bad(f"--device must be cpu or gpu, got {cfg.device!r}")
+    if cfg.cuda_aware is not None and cfg.device != "gpu":
+        bad(CUDA_AWARE_ON_CPU)
     if cfg.device == "gpu":  # missing CuPy: one line with the install hint, not a traceback
         from mpicomm.core.gpu import import_cupy
 
@@ -333,6 +335,10 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
     object.__setattr__(cfg, "straggler", tuple(parts))
     if not (isinstance(cfg.jitter, (int, float)) and np.isfinite(cfg.jitter) and cfg.jitter >= 0):
         bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
+
+
+CUDA_AWARE_ON_CPU = ("--cuda-aware/--no-cuda-aware: how CuPy buffers reach MPI; it has no effect "
+                     "on the CPU (add --device gpu or drop it)")
 
 
 # --------------------------------------------------- checks needing the job's size
