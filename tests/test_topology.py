@@ -56,6 +56,10 @@ def test_a_link_no_message_crosses_is_named():
     assert unreached_link(singles, "20us,1GB/s", None) is None
     assert unreached_link(one_node, None, "1us,10GB/s") is None
     assert unreached_link(one_node, None, None) is None
+    # --nics-per-node on one node: no message leaves it (it was accepted and did nothing)
+    assert "--nics-per-node 2: the 4 rank(s) of this job are on one node" in \
+        unreached_link(one_node, None, None, 2)
+    assert unreached_link(two_nodes, None, None, 2) is None
 
 
 @pytest.mark.slow

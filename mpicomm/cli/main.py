@@ -175,12 +175,13 @@ def _check_links_reach(args: argparse.Namespace) -> None:
     every rank (collective: one shared-memory split and one small Allgather)."""
     from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
 
-    if (args.inter_link is None and args.intra_link is None) or \
+    nics = getattr(args, "nics_per_node", None)
+    if (args.inter_link is None and args.intra_link is None and nics is None) or \
             resolve_ranks_per_node(getattr(args, "ranks_per_node", None)) is not None:
         return
     from mpi4py import MPI
 
-    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link)
+    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link, nics)
     if why is not None:
         raise ConfigError(why)
 

@@ -72,7 +72,8 @@ def node_map(comm: MPI.Comm, ranks_per_node: int | None = None) -> list[int]:
     return [number[int(r)] for r in every]
 
 
-def unreached_link(node_of: list[int], inter_link: object, intra_link: object) -> str | None:
+def unreached_link(node_of: list[int], inter_link: object, intra_link: object,
+                   nics_per_node: int | None = None) -> str | None:
     """Why a link flag given for this layout would be silently unused, or None.
 
     ``--inter-link`` on a job whose ranks share one node (one host without
@@ -83,6 +84,10 @@ def unreached_link(node_of: list[int], inter_link: object, intra_link: object) -
     if inter_link is not None and nodes == 1:
         return (f"--inter-link {inter_link}: the {size} rank(s) of this job are on one node, so "
                 "no message would cross it; simulate nodes with --ranks-per-node K")
+    if nics_per_node is not None and nodes == 1:
+        return (f"--nics-per-node {nics_per_node}: the {size} rank(s) of this job are on one "
+                "node, so no message leaves it through an interface; simulate nodes with "
+                "--ranks-per-node K")
     if intra_link is not None and nodes == size:
         return (f"--intra-link {intra_link}: every node of this job holds one rank, so no "
                 "message would stay inside a node; give --ranks-per-node K (K > 1)")
