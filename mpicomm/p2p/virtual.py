@@ -54,6 +54,7 @@ from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
+from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.calibrate import MMAP_MAX, MeasuredLink, host_links
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
@@ -548,10 +549,11 @@ def _host_cache(comm: MPI.Comm, model: LinkModel) -> int:
 
 def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) -> str:
     """The clock a run gets when ``--clock`` is not given: virtual for emulated nodes on one host
-    (``ranks_per_node`` and a link, from flags or ``MPICOMM_*_LINK``), else wall."""
+    (``ranks_per_node`` and a link, from flags or ``MPICOMM_RANKS_PER_NODE`` and
+    ``MPICOMM_*_LINK``), else wall."""
     inter = link_from_env(inter_link, "inter_link", "MPICOMM_INTER_LINK")
     intra = link_from_env(intra_link, "intra_link", "MPICOMM_INTRA_LINK")
-    return "virtual" if ranks_per_node and (inter or intra) else "wall"
+    return "virtual" if resolve_ranks_per_node(ranks_per_node) and (inter or intra) else "wall"
 
 
 def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None,

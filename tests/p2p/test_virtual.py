@@ -240,6 +240,9 @@ def test_default_clock_is_virtual_for_emulated_nodes_only(monkeypatch):
     assert default_clock(2, None, None) == "wall"
     monkeypatch.setenv("MPICOMM_INTER_LINK", "20us,1GB/s")
     assert default_clock(1, None, None) == "virtual"
+    monkeypatch.setenv("MPICOMM_RANKS_PER_NODE", "2")  # emulated nodes by the variable: wall before
+    assert default_clock(None, None, None) == "virtual"
+    monkeypatch.delenv("MPICOMM_RANKS_PER_NODE")
     with pytest.raises(ConfigError):
         install_for("sundial", 1.0, None, None, None)
     with pytest.raises(ConfigError):
