@@ -271,3 +271,19 @@ def test_units():
     doc = jsonable({"a": float("nan"), "b": [np.float64("inf"), np.int64(3)], "c": (1.5,)})
     assert doc == {"a": None, "b": [None, 3], "c": [1.5]}
     json.dumps(doc, allow_nan=False)
+
+
+@pytest.mark.slow  # two interpreter starts
+@pytest.mark.parametrize("command", [["train", "--steps", "1"], ["bench", "-e", "4K"]])
+def test_gpu_under_the_virtual_clock_is_refused(command):
+    """`--device gpu --clock virtual` timed GPU kernels as ~0 (the clock charges CPU time):
+    one line, exit 2, before CuPy is even looked for."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "mpicomm", *command, "--device", "gpu",
+                          "--clock", "virtual"], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--device gpu under the virtual clock: it charges compute as this thread's CPU " \
+        "time" in res.stderr.strip().splitlines()[-1], res.stderr

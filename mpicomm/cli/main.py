@@ -151,6 +151,11 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
+VIRTUAL_ON_GPU = ("--device gpu under the virtual clock: it charges compute as this thread's CPU "
+                  "time, which does not see GPU kernels; use --clock wall on a GPU node "
+                  "(docs/virtual_clock.md)")
+
+
 def _run(module, args: argparse.Namespace):
     """Check every output path the command will write (one line, exit 2, before any work:
     results are never lost at the end), install the clock the flags ask for (``--clock``,
@@ -161,10 +166,12 @@ def _run(module, args: argparse.Namespace):
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
         from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
 
-        virtual.install_for(getattr(args, "clock", None), args.compute_scale,
-                            getattr(args, "ranks_per_node", None), args.inter_link,
-                            args.intra_link, getattr(args, "links_from", None),
-                            getattr(args, "nics_per_node", None))
+        name = virtual.install_for(getattr(args, "clock", None), args.compute_scale,
+                                   getattr(args, "ranks_per_node", None), args.inter_link,
+                                   args.intra_link, getattr(args, "links_from", None),
+                                   getattr(args, "nics_per_node", None))
+        if name == "virtual" and getattr(args, "device", "cpu") == "gpu":
+            raise ConfigError(VIRTUAL_ON_GPU)
         _check_links_reach(args)
     return module.run(args)
 
