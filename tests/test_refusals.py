@@ -208,3 +208,23 @@ def test_a_model_larger_than_the_host_is_refused_in_one_line(monkeypatch):
     check_world(TrainConfig(), 2)  # the default model: a few MiB
     monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: no verdict
     check_world(TrainConfig(layers="200000,200000,10"), 2)
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(strategy="zero", zero_stage=1), "--strategy zero"),
+    (dict(strategy="zero", zero_stage=2), "--strategy zero"),
+    (dict(strategy="ps", ps_mode="sync"), "--ps-mode"),
+    (dict(strategy="ps", ps_mode="async"), "--ps-mode")])
+def test_no_overlap_is_refused_where_nothing_overlaps(kw, name):
+    # `train --strategy zero --no-overlap` and `--ps-mode sync --no-overlap` ran exactly as
+    # without the flag (no communication thread there), exit 0, the flag dropped without a word
+    from mpicomm.train import ps_setup, zero_setup
+
+    cfg = TrainConfig(overlap=False, **kw)
+    with pytest.raises(ConfigError, match=f"^--no-overlap has no effect (with|under) {name}"):
+        ps_setup.check_ps_flags(cfg, 4)
+        zero_setup.check_zero_flags(cfg)
+    ps_setup.check_ps_flags(cfg, 4, single_run=False)  # compare: the flag is the others'
+    zero_setup.check_zero_flags(cfg, single_run=False)
+    ps_setup.check_ps_flags(TrainConfig(**kw), 4)  # the default (--overlap) passes
+    zero_setup.check_zero_flags(TrainConfig(**kw))

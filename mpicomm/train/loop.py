@@ -145,7 +145,7 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
                 require_thread_multiple()
             except RuntimeError as exc:
                 raise ConfigError(str(exc)) from None
-        zero_setup.check_zero_flags(cfg)
+        zero_setup.check_zero_flags(cfg, single_run=False)  # train: checked in run()
         reducer = make_reducer(zero_setup.reducer_strategy(cfg), comm=comm,
                                **cfg.reducer_options())
         steps = cfg.steps
