@@ -228,3 +228,16 @@ def test_no_overlap_is_refused_where_nothing_overlaps(kw, name):
     zero_setup.check_zero_flags(cfg, single_run=False)
     ps_setup.check_ps_flags(TrainConfig(**kw), 4)  # the default (--overlap) passes
     zero_setup.check_zero_flags(TrainConfig(**kw))
+
+
+@pytest.mark.slow  # a 1-rank training run in a subprocess (about 2 s)
+def test_a_diverged_run_says_so():
+    # the table shows "-" for a NaN loss, as for a value not measured; nothing else said so
+    res = _cli("train", "--layers", "16,8,4", "--train-samples", "256", "--test-samples", "32",
+               "--eval-samples", "64", "--steps", "20", "--log-every", "0", "--lr", "1e6")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("WARNING: native: the run diverged: the final loss is nan") == 1, (
+        res.stdout)
+    ok = _cli("train", "--layers", "16,8,4", "--train-samples", "256", "--test-samples", "32",
+              "--eval-samples", "64", "--steps", "3", "--log-every", "0")
+    assert "diverged" not in ok.stdout, ok.stdout
