@@ -241,3 +241,31 @@ def test_a_diverged_run_says_so():
     ok = _cli("train", "--layers", "16,8,4", "--train-samples", "256", "--test-samples", "32",
               "--eval-samples", "64", "--steps", "3", "--log-every", "0")
     assert "diverged" not in ok.stdout, ok.stdout
+
+
+def _mixed_flags_job(extra_on_last: list[str]):
+    """3 ranks run `train`; the last one with ``extra_on_last`` added (an MPMD launch)."""
+    common = ["train", "--layers", "16,8,4", "--train-samples", "512", "--test-samples", "32",
+              "--eval-samples", "64", "--steps", "2", "--log-every", "0", "--strategy", "ring"]
+    code = ("import sys; from mpi4py import MPI; from mpicomm.cli.main import main; "
+            f"last = MPI.COMM_WORLD.Get_rank() == 2; "
+            f"sys.exit(main({common!r} + ({extra_on_last!r} if last else [])))")
+    return run_mpi(3, ["-c", code], timeout=60)
+
+
+@pytest.mark.slow  # two 3-rank jobs
+def test_ranks_started_with_different_flags_are_refused_not_left_waiting():
+    # a flag refused on rank 2 only: rank 2 returned 2, ranks 0 and 1 waited in the next
+    # collective until the launcher's timeout
+    res = _mixed_flags_job(["--accumulate", "4"])  # 64 × 3 × 4 rows > 512
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert out.count("--accumulate 4 = 768 rows per step") == 1, res.tail()
+    assert "(rank 2 only: rank 0 accepted its flags)" in out, res.tail()
+    # flags each rank accepts, but not the same: the mean of gradients of different batches,
+    # exit 0 with params in sync, not a word
+    res = _mixed_flags_job(["--accumulate", "2", "--lr", "0.1"])
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert ("the ranks were started with different flags: --lr, --accumulate differ between "
+            "rank 0 and rank(s) 2") in out, res.tail()
