@@ -85,6 +85,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
+    check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
     if parallel_run.is_model_parallel(cfg):  # pipeline / tensor: train.parallel_run
@@ -138,7 +139,6 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     Raises ``ConfigError`` on every rank before any message: overlap without
     threads, a flag the parameter server cannot honour, too few ranks for it.
     """
-    check_same_flags(cfg, comm)
     if cfg.ps_mode:
         reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
         if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
