@@ -74,6 +74,13 @@ def test_npz_holdout_and_explicit_test_split(tmp_path):
     ({"x": np.zeros(5), "y": np.zeros(5, np.int64)}, "x must be 2-D"),
     ({"x": np.zeros((5, 4)), "y": np.zeros(5, np.int64), "x_test": np.zeros((2, 4))},
      "only one of x_test, y_test"),
+    # these trained: the imaginary part dropped without a word; NaN from the first step on
+    ({"x": np.ones((5, 4), np.complex64), "y": np.zeros(5, np.int64)},
+     "x must be real numbers, got dtype complex64"),
+    ({"x": np.array([[0.0] * 4, [np.nan, 0, 0, 0], [0.0] * 4, [0, -np.inf, 0, 0], [0.0] * 4]),
+      "y": np.zeros(5, np.int64)}, r"x has 2 rows with NaN or inf in float32 \(first: row 1\)"),
+    ({"x": np.zeros((5, 4)), "y": np.zeros(5, np.int64), "x_test": np.full((2, 4), 1e300),
+      "y_test": np.zeros(2, np.int64)}, r"x_test has 2 rows with NaN or inf in float32"),
 ])
 def test_npz_errors_name_the_problem(tmp_path, arrays, message):
     np.savez(tmp_path / "d.npz", **arrays)

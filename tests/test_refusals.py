@@ -208,3 +208,64 @@ def test_a_model_larger_than_the_host_is_refused_in_one_line(monkeypatch):
     check_world(TrainConfig(), 2)  # the default model: a few MiB
     monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: no verdict
     check_world(TrainConfig(layers="200000,200000,10"), 2)
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(strategy="zero", zero_stage=1), "--strategy zero"),
+    (dict(strategy="zero", zero_stage=2), "--strategy zero"),
+    (dict(strategy="ps", ps_mode="sync"), "--ps-mode"),
+    (dict(strategy="ps", ps_mode="async"), "--ps-mode")])
+def test_no_overlap_is_refused_where_nothing_overlaps(kw, name):
+    # `train --strategy zero --no-overlap` and `--ps-mode sync --no-overlap` ran exactly as
+    # without the flag (no communication thread there), exit 0, the flag dropped without a word
+    from mpicomm.train import ps_setup, zero_setup
+
+    cfg = TrainConfig(overlap=False, **kw)
+    with pytest.raises(ConfigError, match=f"^--no-overlap has no effect (with|under) {name}"):
+        ps_setup.check_ps_flags(cfg, 4)
+        zero_setup.check_zero_flags(cfg)
+    ps_setup.check_ps_flags(cfg, 4, single_run=False)  # compare: the flag is the others'
+    zero_setup.check_zero_flags(cfg, single_run=False)
+    ps_setup.check_ps_flags(TrainConfig(**kw), 4)  # the default (--overlap) passes
+    zero_setup.check_zero_flags(TrainConfig(**kw))
+
+
+@pytest.mark.slow  # a 1-rank training run in a subprocess (about 2 s)
+def test_a_diverged_run_says_so():
+    # the table shows "-" for a NaN loss, as for a value not measured; nothing else said so
+    res = _cli("train", "--layers", "16,8,4", "--train-samples", "256", "--test-samples", "32",
+               "--eval-samples", "64", "--steps", "20", "--log-every", "0", "--lr", "1e6")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("WARNING: native: the run diverged: the final loss is nan") == 1, (
+        res.stdout)
+    ok = _cli("train", "--layers", "16,8,4", "--train-samples", "256", "--test-samples", "32",
+              "--eval-samples", "64", "--steps", "3", "--log-every", "0")
+    assert "diverged" not in ok.stdout, ok.stdout
+
+
+def _mixed_flags_job(extra_on_last: list[str]):
+    """3 ranks run `train`; the last one with ``extra_on_last`` added (an MPMD launch)."""
+    common = ["train", "--layers", "16,8,4", "--train-samples", "512", "--test-samples", "32",
+              "--eval-samples", "64", "--steps", "2", "--log-every", "0", "--strategy", "ring"]
+    code = ("import sys; from mpi4py import MPI; from mpicomm.cli.main import main; "
+            f"last = MPI.COMM_WORLD.Get_rank() == 2; "
+            f"sys.exit(main({common!r} + ({extra_on_last!r} if last else [])))")
+    return run_mpi(3, ["-c", code], timeout=60)
+
+
+@pytest.mark.slow  # two 3-rank jobs
+def test_ranks_started_with_different_flags_are_refused_not_left_waiting():
+    # a flag refused on rank 2 only: rank 2 returned 2, ranks 0 and 1 waited in the next
+    # collective until the launcher's timeout
+    res = _mixed_flags_job(["--accumulate", "4"])  # 64 × 3 × 4 rows > 512
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert out.count("--accumulate 4 = 768 rows per step") == 1, res.tail()
+    assert "(rank 2 only: rank 0 accepted its flags)" in out, res.tail()
+    # flags each rank accepts, but not the same: the mean of gradients of different batches,
+    # exit 0 with params in sync, not a word
+    res = _mixed_flags_job(["--accumulate", "2", "--lr", "0.1"])
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert ("the ranks were started with different flags: --lr, --accumulate differ between "
+            "rank 0 and rank(s) 2") in out, res.tail()

@@ -160,7 +160,7 @@ def _configure(args: argparse.Namespace, names: list[str],
     run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
         check_world(run_cfg, size)  # e.g. a --straggler on what is ps:MODE's server
-        zero_setup.check_zero_flags(run_cfg)
+        zero_setup.check_zero_flags(run_cfg, single_run=False)
         parallel_run.check_parallel_flags(run_cfg, size)
         if run_cfg.ps_mode:
             ps_setup.check_ps_flags(run_cfg, size, single_run=False)

@@ -37,7 +37,8 @@ def top_k(mag: np.ndarray, k: int) -> np.ndarray:
     one ``argpartition`` over these few candidates picks them. Otherwise (t
     too high) ``argpartition`` over all of ``mag``. NaN counts as above every
     threshold, as ``argpartition`` sorts it last: it is always sent, never
-    left in a residual (a diverging run stays visible).
+    left in a residual (a diverging run stays visible) — as long as there are
+    at most k non-finite values; beyond k, k of them are sent.
     """
     m = mag.size
     if k >= m:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,7 @@ from mpicomm.train.data import DEFAULT_HOLDOUT
 from mpicomm.train.model import parse_layers
 
 __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
-           "check_strategy_options", "ONE_RANK_NOTE"]
+           "check_strategy_options", "ONE_RANK_NOTE", "field_fingerprints"]
 
 # flags of one training run that compare (several runs) leaves out
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
@@ -474,3 +475,20 @@ def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
     """
     flags.add_flags(p, cls, skip=() if single_run else SINGLE_RUN_ONLY,
                     defaults=flag_defaults())  # MPICOMM_DOCS_QUICK: the docs test's short runs
+
+
+# written by rank 0 alone: a job may name it on rank 0's command only
+RANK_LOCAL_FIELDS = ("json",)
+
+
+def field_fingerprints(cfg: TrainConfig) -> tuple[list[str], np.ndarray]:
+    """Return the flags every rank of a job must give alike and a CRC-32 of each one's value.
+
+    ``train.loop`` gathers the CRCs over the ranks: an MPMD launch whose ranks differ
+    in, say, ``--accumulate`` or ``--batch-size`` averages gradients of different
+    batches (no buffer differs, so no reducer notices) and is refused instead.
+    """
+    names = [f.name for f in dataclasses.fields(cfg) if f.name not in RANK_LOCAL_FIELDS]
+    crcs = [zlib.crc32(repr(getattr(cfg, n)).encode()) for n in names]
+    return names, np.array(crcs, dtype=np.float64)
+

@@ -209,14 +209,20 @@ def _check_xy(where, x, y, xn, yn, features, classes, dtype):
         raise DataError(f"{where}: {yn} must have shape ({len(x)},) to match {xn}, got {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
         raise DataError(f"{where}: {yn} must hold integer class labels, got dtype {y.dtype}")
-    if not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"{where}: {xn} must be numeric, got dtype {x.dtype}")
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(f"{where}: {xn} must be real numbers, got dtype {x.dtype}")
     if len(y) and (y.min() < 0 or y.max() >= classes):
         raise DataError(
             f"{where}: {yn} has labels in [{y.min()}, {y.max()}] but --layers ends with "
             f"{classes} classes; labels must be in [0, {classes - 1}]"
         )
-    return np.ascontiguousarray(x, dtype=dtype), y.astype(np.int64)
+    with np.errstate(over="ignore"):  # beyond the dtype's range: inf, refused just below
+        x = np.ascontiguousarray(x, dtype=dtype)
+    bad = np.flatnonzero(~np.isfinite(x).all(axis=1))  # NaN, inf, or beyond dtype's range
+    if bad.size:
+        raise DataError(f"{where}: {xn} has {bad.size} rows with NaN or inf in {np.dtype(dtype)} "
+                        f"(first: row {bad[0]}); every input must be finite")
+    return x, y.astype(np.int64)
 
 
 def check_rows_per_step(rows: int, batch: int, workers: int, accumulate: int = 1) -> None:

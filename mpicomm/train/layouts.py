@@ -97,7 +97,7 @@ def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
     if name in ("zero", "zero1", "zero2"):
         run_cfg = dataclasses.replace(cfg, **{**plain, "strategy": "zero",
                                               "zero_stage": 2 if name == "zero2" else 1})
-        check_zero_flags(run_cfg)  # refused before the first layout runs
+        check_zero_flags(run_cfg, single_run=False)  # refused before the first layout runs
         return run_cfg
     m = _MODEL.match(name)
     if m is None:

@@ -48,7 +48,13 @@ from mpicomm.train.checkpoint import (
     restore_codec_state,
     save_checkpoint,
 )
-from mpicomm.train.config import ConfigError, TrainConfig, add_arguments, check_strategy_options
+from mpicomm.train.config import (
+    ConfigError,
+    TrainConfig,
+    add_arguments,
+    check_strategy_options,
+    field_fingerprints,
+)
 from mpicomm.train.data import DataError, Shard, load_dataset
 from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.record import build_record
@@ -79,6 +85,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
+    check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
     if parallel_run.is_model_parallel(cfg):  # pipeline / tensor: train.parallel_run
@@ -145,7 +152,7 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
                 require_thread_multiple()
             except RuntimeError as exc:
                 raise ConfigError(str(exc)) from None
-        zero_setup.check_zero_flags(cfg)
+        zero_setup.check_zero_flags(cfg, single_run=False)  # train: checked in run()
         reducer = make_reducer(zero_setup.reducer_strategy(cfg), comm=comm,
                                **cfg.reducer_options())
         steps = cfg.steps
@@ -154,6 +161,19 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
     return World(comm, reducer, reducer.is_worker, P, w, cfg.batch_size * P * cfg.accumulate,
                  xp, say, steps)
+
+
+def check_same_flags(cfg: TrainConfig, comm: Any) -> None:
+    """Raise ``ConfigError`` on every rank unless every rank runs with the same flags
+    (one small Allgather of a CRC per flag; ``--json`` may be rank 0's alone)."""
+    names, crcs = field_fingerprints(cfg)
+    rows = metrics.gather_rows(comm, crcs)
+    differ = rows != rows[0]
+    if differ.any():
+        flags = ", ".join("--" + names[j].replace("_", "-") for j in np.flatnonzero(differ.any(0)))
+        ranks = ", ".join(map(str, np.flatnonzero(differ.any(1))))
+        raise ConfigError(f"the ranks were started with different flags: {flags} differ between "
+                          f"rank 0 and rank(s) {ranks}; every rank of a job runs the same command")
 
 
 # --------------------------------------------------------------- 3. set-up
@@ -431,15 +451,22 @@ def run(args: argparse.Namespace) -> int:
     from mpicomm.core.topology import Topology
 
     comm = metrics.world()
+    failure = None
     try:
         cfg = TrainConfig.from_args(args)
         check_strategy_options(cfg, [cfg.strategy], "--strategy")
         ps_setup.check_ps_flags(cfg, comm.Get_size())
         zero_setup.check_zero_flags(cfg)
         parallel_run.check_parallel_flags(cfg, comm.Get_size())
-    except ConfigError as exc:  # identical on every rank: no rank is left waiting
-        if comm.Get_rank() == 0:
-            print(f"mpicomm train: error: {exc}", flush=True)
+    except ConfigError as exc:
+        failure = exc
+    # the same on every rank of one command; ranks started with other flags (MPMD) may
+    # disagree, and a rank that returned alone would leave the others waiting
+    bad = metrics.first_failure(comm, failure is not None)
+    if bad >= 0:
+        if comm.Get_rank() == bad:
+            where = f" (rank {bad} only: rank 0 accepted its flags)" if bad else ""
+            print(f"mpicomm train: error: {failure}{where}", flush=True)
         return 2
     if cfg.blas_threads:
         limit_blas_threads(cfg.blas_threads)

@@ -21,6 +21,7 @@ its keys); the PS fields are left out of runs without ``--ps-mode``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,9 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         setattr(rec, key, value)
     if not rec.params_in_sync:
         world.say(f"WARNING: {rec.strategy}: workers ended with different parameters")
+    if rec.steps and not math.isfinite(rec.final_loss):  # the table can only show "-"
+        world.say(f"WARNING: {rec.strategy}: the run diverged: the final loss is "
+                  f"{rec.final_loss} (NaN or inf parameters or inputs; try a smaller --lr)")
     return rec
 
 

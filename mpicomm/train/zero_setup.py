@@ -30,8 +30,12 @@ def reducer_strategy(cfg: TrainConfig) -> str:
     return "ring" if cfg.strategy == ZERO else cfg.strategy
 
 
-def check_zero_flags(cfg: TrainConfig) -> None:
-    """Raise ``ConfigError`` for a flag ``--strategy zero`` cannot honour (no MPI)."""
+def check_zero_flags(cfg: TrainConfig, *, single_run: bool = True) -> None:
+    """Raise ``ConfigError`` for a flag ``--strategy zero`` cannot honour (no MPI).
+
+    ``single_run`` False (a run of compare or of ``--layouts``, whose engine flags are
+    shared with the other runs): only what ZeRO cannot run at all.
+    """
     if cfg.strategy != ZERO:
         if cfg.zero_stage != 1:
             raise ConfigError("--zero-stage needs --strategy zero")
@@ -51,6 +55,10 @@ def check_zero_flags(cfg: TrainConfig) -> None:
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")
+    if single_run and not cfg.overlap:  # no communication thread: nothing to turn off
+        raise ConfigError("--no-overlap has no effect with --strategy zero: its buckets are "
+                          "reduced on the training thread (stage 1 after backward, stage 2 "
+                          "inside it)")
 
 
 def make_zero_engine(cfg: TrainConfig, world: Any, job: Any) -> ZeroEngine | None:
