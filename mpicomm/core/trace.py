@@ -19,10 +19,11 @@ clock's time of the recording thread); the writer aligns the ranks' clocks.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "Recorder", "active", "set_active"]
+__all__ = ["Event", "Recorder", "active", "set_active", "flush_active"]
 
 
 @dataclass(slots=True)
@@ -45,10 +46,12 @@ class Recorder:
         events: the events recorded so far, in the order they ended.
         enabled: False pauses recording (e.g. outside ``--trace-steps``) without
             removing the recorder.
+        flush: the writer's flush, for ``flush_active`` (None: nothing to write to).
     """
 
     events: list[Event] = field(default_factory=list)
     enabled: bool = True
+    flush: Callable[[], None] | None = None  # writes the events out (set by the application)
 
     def complete(self, name: str, cat: str, start: float, end: float,
                  thread: str | None = None, **args: Any) -> None:
@@ -71,3 +74,18 @@ def set_active(recorder: Recorder | None) -> None:
     """Install ``recorder`` for this process (None turns tracing off)."""
     global _active
     _active = recorder
+
+
+def flush_active() -> None:
+    """Write out the active recorder's events now, before this process ends the job.
+
+    For a path that aborts the job from a library layer (the stall inspector's
+    ``MPI.Abort``): what this rank recorded reaches the trace file instead of dying
+    with it. Never raises: the abort must go on whatever the file system says.
+    """
+    rec = _active
+    if rec is not None and rec.flush is not None:
+        try:
+            rec.flush()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
