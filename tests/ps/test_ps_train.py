@@ -116,6 +116,19 @@ def test_no_straggler_names_nobody_or_is_honest(tmp_path):
     assert len(rec["wait_mean_s_by_rank"]) == 3 and all(w >= 0 for w in rec["wait_mean_s_by_rank"])
 
 
+@pytest.mark.slow  # a training run of a few seconds
+def test_balanced_virtual_run_names_nobody(tmp_path):
+    """docs/trace.md's job under the virtual clock. Before: "rank 1 holds the others back:
+    last to arrive in 98% of 48 calls; it waits 2.03 ms per call, the others 2.03 ms" (it
+    leaves each call microseconds after rank 0, so it comes last, holding nobody back)."""
+    rec, res = _train(2, tmp_path, "--strategy", "ring", "--layers", "256,512x4,10",
+                      "--bucket-mb", "1", "--ranks-per-node", "1", "--inter-link",
+                      "50us,0.5GB/s", "--steps", "12", "--clock", "virtual")
+    assert rec["clock"] == "virtual" and max(rec["last_to_arrive_by_rank"]) > 0.5, rec
+    assert rec["slow_rank"] is None and "holds the others back" not in res.stdout, (
+        rec["slow_rank_note"], rec["wait_mean_s_by_rank"])
+
+
 def _run_json(nranks, tmp_path, name, *flags):
     out = tmp_path / f"{name}.json"
     res = run_mpi(nranks, ["-m", "mpicomm", "train", *SMALL, *flags, "--json", str(out)],
