@@ -70,9 +70,11 @@ def recorded_on(data: dict) -> str:
     env = data.get("environment") or {}
     if not env:
         return "environment not recorded"
+    clocked = {"wall": "; wall-clock times", "virtual": "; virtual-clock times (a modelled "
+               "cluster, docs/virtual_clock.md)"}.get(data.get("clock"), "")
     return (f"recorded on host `{env.get('host', '?')}`: {env.get('mpi_library', '?')}, "
             f"Python {env.get('python', '?')}, mpi4py {env.get('mpi4py', '?')}, "
-            f"NumPy {env.get('numpy', '?')}")
+            f"NumPy {env.get('numpy', '?')}{clocked}")
 
 
 def command_of(data: dict) -> str:
