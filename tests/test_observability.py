@@ -129,3 +129,35 @@ def test_tensorboard_scalars_over_every_step(tmp_path, strategy):
     assert all(np.isfinite(v) and v > 0 for v in scalars["time/step_s"].values())
     if "--ps-mode" in strategy:
         assert "ps/staleness_max" in scalars and "ps/staleness_mean" in scalars
+
+
+def test_tensorboard_writes_a_diverged_loss_as_it_is(tmp_path, monkeypatch):
+    """Before: train/loss skipped NaN and inf like "no value this step", so a run that
+    diverged at step 3 showed a curve ending at step 2. Overlap's NaN (no communication)
+    is still left out."""
+    from types import SimpleNamespace
+
+    from mpicomm.train import tensorboard as tb
+
+    seen = []
+
+    class Writer:
+        def __init__(self, path):
+            pass
+
+        def add_scalar(self, tag, value, step):
+            seen.append((tag, value, step))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tb, "_writer_class", lambda: Writer)
+    times = np.array([[0.1, 0.05, 0.0, 0.01, 0.0]] * 3)  # no communication: no overlap
+    out = {"times": times, "losses": np.array([2.3, np.inf, np.nan])}
+    record = {"strategy": "ring", "workers": 2, "global_batch": 128}
+    stats = SimpleNamespace(bytes_sent=0, inter_bytes_sent=0)
+    tb.write_run(tmp_path, SimpleNamespace(compress="none"), record, out, stats)
+    loss = {step: v for tag, v, step in seen if tag == "train/loss"}
+    assert sorted(loss) == [1, 2, 3] and loss[1] == 2.3, loss
+    assert np.isinf(loss[2]) and np.isnan(loss[3]), loss
+    assert not [s for tag, _, s in seen if tag == "comm/overlap"]

@@ -11,7 +11,8 @@ loop already keeps (so the loop itself is untouched and pays nothing per step):
    ``time/comm_total_s``, ``time/optimizer_s`` (worker 0's clock),
    ``throughput/samples_per_s`` (global batch / worker 0's step time),
    ``comm/overlap`` (1 − exposed/total; steps with no communication have none),
-   ``train/loss`` (worker 0's batch), and ``bytes/{sent,inter_node,intra_node}_per_step``
+   ``train/loss`` (worker 0's batch; NaN and infinities written as they are, so a
+   diverged run's curve shows where it broke), and ``bytes/{sent,inter_node,intra_node}_per_step``
    (worker 0's bytes handed to MPI by link class: the run's total / steps, the
    same at every step — a step's traffic is fixed by the bucket plan);
 3. at the last step: ``eval/test_accuracy`` (held out), ``eval/train_accuracy``,
@@ -26,6 +27,7 @@ either, ``require()`` refuses the flag in one line (exit 2) before any message.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,8 @@ __all__ = ["require", "run_dir", "write_run", "INSTALL_HINT"]
 
 INSTALL_HINT = "pip install 'mpicomm[tensorboard]' (tensorboardX)"
 PER_STEP_TIMES = ("step_s", "compute_s", "comm_exposed_s", "optimizer_s", "comm_total_s")
+AS_IS = ("train/loss",)  # written at every step, NaN and infinities included
+_quiet = logging.getLogger("tensorboardX.x2num")
 
 
 def _writer_class() -> Any:
@@ -116,14 +120,20 @@ def write_run(root: str | Path, cfg: Any, record: dict, out: dict, stats: Any,
         raise ConfigError(f"--tensorboard: {INSTALL_HINT}")
     path = run_dir(root, cfg, record)
     writer = writer_class(str(path))
+    level = _quiet.level  # tensorboardX logs a warning per NaN value: one per diverged step
+    _quiet.setLevel(logging.ERROR)
     try:
         series = per_step_scalars(out, record, stats)
         n = len(out["losses"])
         for tag, values in series.items():
-            for i in np.flatnonzero(np.isfinite(values)):
+            # NaN means "none this step", except in a value of the run's own (a diverged
+            # loss): that is written as it is, so the curve shows where the run broke
+            steps = range(n) if tag in AS_IS else np.flatnonzero(np.isfinite(values))
+            for i in steps:
                 writer.add_scalar(tag, float(values[i]), start_step + int(i) + 1)
         for tag, value in final_scalars(record).items():
             writer.add_scalar(tag, value, start_step + max(n, 1))
     finally:
         writer.close()
+        _quiet.setLevel(level)
     return path
