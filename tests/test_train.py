@@ -301,6 +301,7 @@ def test_flags_are_generated_from_every_config_field():
     ({"bucket_mb": -1}, "--bucket-mb must be a number >= 0"),
     ({"accumulate": 0}, "--accumulate must be a positive integer"),
     ({"trace_steps": "5:2", "trace": "t.json"}, "--trace-steps must be A:B"),
+    ({"trace_steps": ":0", "trace": "t.json"}, "--trace-steps must be A:B"),  # was: an empty trace
     ({"trace_steps": "2:5"}, "--trace-steps needs --trace"),
 ])
 def test_engine_flags_refuse_invalid_values(kwargs, message):
