@@ -217,9 +217,19 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
+        _check_trace_window_after(cfg, job.start_step)
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
         job.codec_state = _residuals(cfg, world, ck, model)
     return job
+
+
+def _check_trace_window_after(cfg: TrainConfig, start: int) -> None:
+    """--trace-steps A:B must end after the step a resumed run starts at (else nothing is
+    traced); ``ValueError`` is a set-up failure: one line, exit 2 on every rank."""
+    end = cfg.trace_window()[1]
+    if cfg.trace_steps and end <= start:
+        raise ValueError(f"--trace-steps {cfg.trace_steps}: the run resumes at step {start}, "
+                         f"so nothing would be traced; use B > {start}")
 
 
 def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | None:
