@@ -383,9 +383,14 @@ def _log(cfg: TrainConfig, world: World, step: int, i: int, lr: float, losses: n
     if cfg.log_every and (step + 1) % cfg.log_every == 0:
         k = min(cfg.log_every, i + 1)
         window = times[i - k + 1 : i, 0].sum() + current
-        world.say(f"{_label(cfg)} step {step + 1:5d}/{cfg.steps}  loss "
-                  f"{losses[i - k + 1 : i + 1].mean():.4f}  lr {lr:.4g}  "
-                  f"{world.global_batch * k / window:,.0f} samples/s", flush=True)
+        if world.max_steps == cfg.steps:  # the workers step together: the global batch
+            where = f"step {step + 1:5d}/{cfg.steps}"
+            rate = f"{world.global_batch * k / window:,.0f}"
+        else:  # async / ssp: worker 0's own pushes and rate (the others run at theirs)
+            where = f"worker 0 push {step + 1:5d} ({world.max_steps} by all workers in the run)"
+            rate = f"worker 0: {world.global_batch // world.workers * k / window:,.0f}"
+        world.say(f"{_label(cfg)} {where}  loss {losses[i - k + 1 : i + 1].mean():.4f}  "
+                  f"lr {lr:.4g}  {rate} samples/s", flush=True)
 
 
 def _checkpoint_due(cfg: TrainConfig, step: int) -> bool:

@@ -218,3 +218,18 @@ def test_bad_flags_refused(kw, fragment):
 def test_straggler_flag_repeatable():
     cfg = TrainConfig(straggler=["1:20", "2:5,3:1"])
     assert cfg.straggler == ("1:20", "2:5", "3:1")
+
+
+@pytest.mark.slow  # a training run of a few seconds
+def test_async_progress_lines_count_worker_0s_pushes(tmp_path):
+    """Worker 1 straggles, so worker 0 pushes past --steps. Before: "ps:async step 7/4" and
+    the global batch over worker 0's step time as the samples/s (2-5x the run's)."""
+    import re
+
+    rec, res = _train(3, tmp_path, "--strategy", "ps", "--ps-mode", "async", "--dedicated",
+                      "--steps", "4", "--straggler", "1:40", "--log-every", "1")
+    assert not re.search(r"step +\d+/4", res.stdout), res.stdout
+    pushes = [int(n) for n in re.findall(r"ps:async worker 0 push +(\d+) \(8 by all workers in "
+                                         r"the run\)  loss .* worker 0: [\d,]+ samples/s",
+                                         res.stdout)]
+    assert pushes == list(range(1, rec["steps_by_worker"][0] + 1)) and pushes[-1] > 4, res.stdout
