@@ -47,11 +47,14 @@ class Recorder:
         enabled: False pauses recording (e.g. outside ``--trace-steps``) without
             removing the recorder.
         flush: the writer's flush, for ``flush_active`` (None: nothing to write to).
+        steps: ``[A, B)`` for a process that has no steps of its own (a parameter
+            server): it records while the step it serves, told by ``at_step``, is inside.
     """
 
     events: list[Event] = field(default_factory=list)
     enabled: bool = True
     flush: Callable[[], None] | None = None  # writes the events out (set by the application)
+    steps: tuple[int, int] | None = None  # a process without steps of its own: see at_step
 
     def complete(self, name: str, cat: str, start: float, end: float,
                  thread: str | None = None, **args: Any) -> None:
@@ -60,6 +63,12 @@ class Recorder:
             if thread is None:
                 thread = threading.current_thread().name
             self.events.append(Event(name, cat, start, end, thread, args or None))
+
+    def at_step(self, step: int) -> None:
+        """The step this process now works for (a server: the push it received); with
+        ``steps`` set, record only inside them (``--trace-steps``). Else nothing changes."""
+        if self.steps is not None:
+            self.enabled = self.steps[0] <= step < self.steps[1]
 
 
 _active: Recorder | None = None

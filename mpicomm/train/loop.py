@@ -283,8 +283,9 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
            "ends": np.zeros(n_max), "checkpoint_s": 0.0, "n_run": 0}
     metrics.barrier(world.comm)  # one start: the workers' step ends share an origin
     if not world.is_worker:
-        if tracer is not None:  # a server has no steps: it records the whole run
-            tracer.recorder.enabled = True
+        if tracer is not None:  # a server has no steps: it records the pushes of the traced
+            window = tracer.recorder.steps = cfg.trace_window()  # ones (ps.server: at_step)
+            tracer.recorder.enabled = window[0] <= job.start_step < window[1]
         world.reducer.serve()  # a dedicated server sums and hands back until every worker closes
         return _ran(out, 0)
     model, times, losses = job.model, out["times"], out["losses"]
