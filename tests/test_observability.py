@@ -161,3 +161,17 @@ def test_tensorboard_writes_a_diverged_loss_as_it_is(tmp_path, monkeypatch):
     assert sorted(loss) == [1, 2, 3] and loss[1] == 2.3, loss
     assert np.isinf(loss[2]) and np.isnan(loss[3]), loss
     assert not [s for tag, _, s in seen if tag == "comm/overlap"]
+
+
+def test_tensorboard_run_dir_names_the_virtual_clock(tmp_path):
+    """Before: a virtual-clock run and a wall-clock one under one --tensorboard DIR had the
+    same kind of name, so their time/* curves read as comparable."""
+    from types import SimpleNamespace
+
+    from mpicomm.train.tensorboard import run_dir
+
+    cfg = SimpleNamespace(compress="none")
+    virtual = run_dir(tmp_path, cfg, {"strategy": "ring", "workers": 4, "clock": "virtual"})
+    wall = run_dir(tmp_path, cfg, {"strategy": "ps:async", "workers": 3, "clock": "wall"})
+    assert virtual.name.startswith("ring-4w-virtual-") and virtual.is_dir()
+    assert wall.name.startswith("ps-async-3w-2") and "virtual" not in wall.name

@@ -3,7 +3,9 @@
 Written once, at the end of the run, by worker 0 from the per-step arrays the
 loop already keeps (so the loop itself is untouched and pays nothing per step):
 
-1. one run directory per job: ``DIR/<strategy>[-<compress>]-<W>w-<YYYYmmdd-HHMMSS>``
+1. one run directory per job:
+   ``DIR/<strategy>[-<compress>]-<W>w[-virtual]-<YYYYmmdd-HHMMSS>`` (``-virtual``: the
+   times are the virtual clock's, not to be read beside a wall-clock run's)
    (``compare`` writes one per strategy under the same DIR, side by side in
    TensorBoard);
 2. every step (x axis: the optimizer step, 1-based, continuing a resumed run):
@@ -67,7 +69,9 @@ def run_dir(root: str | Path, cfg: Any, record: dict) -> Path:
     label = str(record["strategy"]).replace(":", "-")
     if getattr(cfg, "compress", "none") != "none":
         label += "-" + cfg.compress.replace(":", "-")
-    base = Path(root) / f"{label}-{record['workers']}w-{time.strftime('%Y%m%d-%H%M%S')}"
+    clocked = "-virtual" if record.get("clock") == "virtual" else ""  # its times are modelled
+    base = Path(root) / (f"{label}-{record['workers']}w{clocked}-"
+                         f"{time.strftime('%Y%m%d-%H%M%S')}")
     path, k = base, 1
     while True:
         try:
