@@ -66,9 +66,13 @@ class Recorder:
 
     def at_step(self, step: int) -> None:
         """The step this process now works for (a server: the push it received); with
-        ``steps`` set, record only inside them (``--trace-steps``). Else nothing changes."""
+        ``steps`` set, record only inside them (``--trace-steps``) and write the events out
+        on leaving them, as the workers do (a later failure loses nothing). Else nothing."""
         if self.steps is not None:
-            self.enabled = self.steps[0] <= step < self.steps[1]
+            inside = self.steps[0] <= step < self.steps[1]
+            if self.enabled and not inside and self.flush is not None:
+                self.flush()
+            self.enabled = inside
 
 
 _active: Recorder | None = None
