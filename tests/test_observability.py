@@ -175,3 +175,35 @@ def test_tensorboard_run_dir_names_the_virtual_clock(tmp_path):
     wall = run_dir(tmp_path, cfg, {"strategy": "ps:async", "workers": 3, "clock": "wall"})
     assert virtual.name.startswith("ring-4w-virtual-") and virtual.is_dir()
     assert wall.name.startswith("ps-async-3w-2") and "virtual" not in wall.name
+
+
+def test_tensorboard_async_throughput_is_worker_0s_own(tmp_path, monkeypatch):
+    """async/ssp: the workers do not step together. Before: throughput/samples_per_s was the
+    global batch over worker 0's step time (with a straggler, 2-5x the run's samples/s)."""
+    from types import SimpleNamespace
+
+    from mpicomm.train import tensorboard as tb
+
+    seen = {}
+
+    class Writer:
+        def __init__(self, path):
+            pass
+
+        def add_scalar(self, tag, value, step):
+            seen.setdefault(tag, []).append(value)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tb, "_writer_class", lambda: Writer)
+    out = {"times": np.array([[0.01, 0.005, 0.0, 0.001, 0.0]] * 2), "losses": np.ones(2)}
+    record = {"strategy": "ps:async", "workers": 2, "global_batch": 128}
+    stats = SimpleNamespace(bytes_sent=0, inter_bytes_sent=0)
+    for algorithm, tag, rate in (("async", "throughput/worker0_samples_per_s", 6400.0),
+                                 ("sync", "throughput/samples_per_s", 12800.0)):
+        seen.clear()
+        cfg = SimpleNamespace(compress="none", ps_algorithm=algorithm)
+        tb.write_run(tmp_path, cfg, record, out, stats)
+        assert seen[tag] == pytest.approx([rate, rate]), seen
+        assert len([t for t in seen if t.startswith("throughput/")]) == 1, sorted(seen)

@@ -11,7 +11,9 @@ loop already keeps (so the loop itself is untouched and pays nothing per step):
 2. every step (x axis: the optimizer step, 1-based, continuing a resumed run):
    ``time/step_s``, ``time/compute_s``, ``time/comm_exposed_s``,
    ``time/comm_total_s``, ``time/optimizer_s`` (worker 0's clock),
-   ``throughput/samples_per_s`` (global batch / worker 0's step time),
+   ``throughput/samples_per_s`` (global batch / worker 0's step time; async and
+   ssp, where the workers do not step together: ``throughput/worker0_samples_per_s``,
+   worker 0's rows / its step time),
    ``comm/overlap`` (1 − exposed/total; steps with no communication have none),
    ``train/loss`` (worker 0's batch; NaN and infinities written as they are, so a
    diverged run's curve shows where it broke), and ``bytes/{sent,inter_node,intra_node}_per_step``
@@ -82,15 +84,24 @@ def run_dir(root: str | Path, cfg: Any, record: dict) -> Path:
             path = base.with_name(f"{base.name}-{k}")
 
 
-def per_step_scalars(out: dict, record: dict, stats: Any) -> dict[str, np.ndarray]:
-    """The per-step series of one worker: tag -> values (NaN where a step has none)."""
+def per_step_scalars(out: dict, record: dict, stats: Any,
+                     on_its_own: bool = False) -> dict[str, np.ndarray]:
+    """The per-step series of one worker: tag -> values (NaN where a step has none).
+
+    ``on_its_own`` (async / ssp parameter server): the workers do not step together, so
+    worker 0's step time says nothing of the others'; its own rate is
+    ``throughput/worker0_samples_per_s`` (its rows / its step time) instead of the
+    global batch over its step time.
+    """
     times, losses = np.asarray(out["times"]), np.asarray(out["losses"])
     n = len(losses)
     series = {f"time/{name}": times[:n, j] for j, name in enumerate(PER_STEP_TIMES)}
     step_s, exposed, total = times[:n, 0], times[:n, 2], times[:n, 4]
+    rows, tag = record["global_batch"], "throughput/samples_per_s"
+    if on_its_own:
+        rows, tag = rows // record["workers"], "throughput/worker0_samples_per_s"
     with np.errstate(divide="ignore", invalid="ignore"):
-        series["throughput/samples_per_s"] = np.where(step_s > 0, record["global_batch"]
-                                                      / step_s, np.nan)
+        series[tag] = np.where(step_s > 0, rows / step_s, np.nan)
         series["comm/overlap"] = np.where(total > 0, 1 - exposed / total, np.nan)
     series["train/loss"] = losses
     sent, inter = float(stats.bytes_sent), float(stats.inter_bytes_sent)
@@ -127,7 +138,8 @@ def write_run(root: str | Path, cfg: Any, record: dict, out: dict, stats: Any,
     level = _quiet.level  # tensorboardX logs a warning per NaN value: one per diverged step
     _quiet.setLevel(logging.ERROR)
     try:
-        series = per_step_scalars(out, record, stats)
+        series = per_step_scalars(out, record, stats, getattr(cfg, "ps_algorithm", None)
+                                  not in (None, "sync"))
         n = len(out["losses"])
         for tag, values in series.items():
             # NaN means "none this step", except in a value of the run's own (a diverged
