@@ -70,9 +70,11 @@ def recorded_on(data: dict) -> str:
     env = data.get("environment") or {}
     if not env:
         return "environment not recorded"
+    clocked = {"wall": "; wall-clock times", "virtual": "; virtual-clock times (a modelled "
+               "cluster, docs/virtual_clock.md)"}.get(data.get("clock"), "")
     return (f"recorded on host `{env.get('host', '?')}`: {env.get('mpi_library', '?')}, "
             f"Python {env.get('python', '?')}, mpi4py {env.get('mpi4py', '?')}, "
-            f"NumPy {env.get('numpy', '?')}")
+            f"NumPy {env.get('numpy', '?')}{clocked}")
 
 
 def command_of(data: dict) -> str:
@@ -95,10 +97,15 @@ def pivot(rows: list[dict], cell: Callable[[dict], str], sizes=None) -> str:
     return "\n".join(lines)
 
 
+def wrong_cell(r: dict) -> str | None:
+    """A row whose sums were off (``wrong`` > 0): its time is no result, the cell says so."""
+    return f"**wrong sums: {r['wrong']}**" if r.get("wrong") else None
+
+
 def bench_table(data: dict) -> str:
     def cell(r):
         vs = r.get("vs_baseline")
-        return f"{r['time_us']:.1f} µs, {r['busbw_gbps']:.2f} GB/s" + (
+        return wrong_cell(r) or f"{r['time_us']:.1f} µs, {r['busbw_gbps']:.2f} GB/s" + (
             f", **{vs:.2f}×**" if vs is not None else "")
     return pivot(data["results"], cell)
 
@@ -106,6 +113,8 @@ def bench_table(data: dict) -> str:
 def readme_table(data: dict) -> str:
     """The README's one table: bench time and speed-up over native at a few sizes."""
     def cell(r):
+        if wrong_cell(r):
+            return wrong_cell(r)
         t, vs = r["time_us"], r.get("vs_baseline")
         return (f"{t:,.1f}" if t < 100 else f"{t:,.0f}") + " µs" + (
             f" ({vs:.2f}×)" if vs is not None else "")
@@ -117,6 +126,8 @@ def readme_table(data: dict) -> str:
 
 def model_table(data: dict) -> str:
     def cell(r):
+        if wrong_cell(r):
+            return wrong_cell(r)
         if r.get("predicted_us") is None:
             return f"- / {r['time_us']:.1f}"
         return f"{r['predicted_us']:.1f} / {r['time_us']:.1f} ({r['measured_over_predicted']:.2f})"
@@ -207,7 +218,8 @@ def page(results: Path) -> str:
         parts.append(section(
             "bench, 2 ranks", bench, bench_table(bench),
             "Cells: median time per call of the slowest rank, busbw, and **native time / time**. "
-            "`#wrong` (in the JSON) must be 0 for every row."))
+            "`#wrong` (in the JSON) must be 0 for every row; a row with wrong sums shows them "
+            "in place of its time."))
     else:
         missing.append("bench_2ranks.json")
     if model:

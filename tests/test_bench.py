@@ -45,6 +45,7 @@ def test_bench_records(tmp_path):
     assert res.returncode == 0, res.tail()
     data = json.loads(js.read_text())
     assert data["thread_level"]["provided"] == "single"
+    assert data["clock"] == "wall"  # the record names the clock its times are in
     rows = data["results"]
     # by size, strategies taking turns, baseline first
     assert [r["strategy"] for r in rows[:3]] == ["native", "ring", "recursive_doubling"]
@@ -298,7 +299,30 @@ def test_model_with_lossy_compression_records_no_wrong_elements(tmp_path):
     assert res.returncode == 0 and not res.timed_out, res.tail()
     doc = json.loads(js.read_text())
     assert doc["config"]["check"] == 0, doc["config"]
+    assert doc["clock"] == "wall"
     assert [r["wrong"] for r in doc["results"]] == [0, 0], doc["results"]
+
+
+@pytest.mark.slow
+def test_bench_json_names_the_clock_a_default_picked(tmp_path):
+    """Emulated nodes on one host run in virtual time without --clock. Before, the JSON said
+    only options "clock": null, so its µs read as measured ones (and summarize.py showed
+    them as such); now it records "clock": "virtual", and the results page says so."""
+    js = tmp_path / "b.json"
+    res = run_mpi(2, [*BENCH, "--strategies", "native,ring", "-b", "4K", "-e", "8K",
+                      "-n", "3", "-w", "1", "--ranks-per-node", "1", "--inter-link",
+                      "50us,1GB/s", "--json", str(js)], timeout=120)
+    assert res.returncode == 0 and "# virtual clock" in res.stdout, res.tail()
+    doc = json.loads(js.read_text())
+    assert doc["options"]["clock"] is None and doc["clock"] == "virtual", doc["options"]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("summarize", SCRIPTS.parents[1]
+                                                  / "experiments" / "summarize.py")
+    summarize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summarize)
+    assert "virtual-clock times" in summarize.recorded_on(doc)
+    assert "wall-clock times" in summarize.recorded_on({**doc, "clock": "wall"})
 
 
 @pytest.mark.slow

@@ -227,3 +227,29 @@ def test_stdout_closed_early_ends_without_a_traceback(unbuffered):
     finally:
         proc.kill()
     assert rc == 1 and "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"MPICOMM_STALL_WARN_S": "soon"}, "MPICOMM_STALL_WARN_S must be a number of seconds"),
+    ({"MPICOMM_STALL_ABORT_S": "-1"}, "MPICOMM_STALL_ABORT_S must be >= 0"),
+])
+def test_a_bad_stall_setting_is_a_config_error_before_the_command(monkeypatch, env, message):
+    """Before: every rank printed a ValueError traceback from reducer creation and the job
+    ended with exit 1; now one line (ConfigError: exit 2) before the command runs."""
+    import argparse
+    import importlib
+    from types import SimpleNamespace
+
+    main = importlib.import_module("mpicomm.cli.main")
+    from mpicomm.core.errors import ConfigError
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ran = []
+    module = SimpleNamespace(USES_MPI=True, run=lambda args: ran.append(args))
+    with pytest.raises(ConfigError, match=message):
+        main._run(module, argparse.Namespace())
+    assert not ran
+    monkeypatch.delenv(next(iter(env)))
+    main._run(module, argparse.Namespace())  # a good environment: the command runs
+    assert len(ran) == 1

@@ -129,3 +129,81 @@ def test_tensorboard_scalars_over_every_step(tmp_path, strategy):
     assert all(np.isfinite(v) and v > 0 for v in scalars["time/step_s"].values())
     if "--ps-mode" in strategy:
         assert "ps/staleness_max" in scalars and "ps/staleness_mean" in scalars
+
+
+def test_tensorboard_writes_a_diverged_loss_as_it_is(tmp_path, monkeypatch):
+    """Before: train/loss skipped NaN and inf like "no value this step", so a run that
+    diverged at step 3 showed a curve ending at step 2. Overlap's NaN (no communication)
+    is still left out."""
+    from types import SimpleNamespace
+
+    from mpicomm.train import tensorboard as tb
+
+    seen = []
+
+    class Writer:
+        def __init__(self, path):
+            pass
+
+        def add_scalar(self, tag, value, step):
+            seen.append((tag, value, step))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tb, "_writer_class", lambda: Writer)
+    times = np.array([[0.1, 0.05, 0.0, 0.01, 0.0]] * 3)  # no communication: no overlap
+    out = {"times": times, "losses": np.array([2.3, np.inf, np.nan])}
+    record = {"strategy": "ring", "workers": 2, "global_batch": 128}
+    stats = SimpleNamespace(bytes_sent=0, inter_bytes_sent=0)
+    tb.write_run(tmp_path, SimpleNamespace(compress="none"), record, out, stats)
+    loss = {step: v for tag, v, step in seen if tag == "train/loss"}
+    assert sorted(loss) == [1, 2, 3] and loss[1] == 2.3, loss
+    assert np.isinf(loss[2]) and np.isnan(loss[3]), loss
+    assert not [s for tag, _, s in seen if tag == "comm/overlap"]
+
+
+def test_tensorboard_run_dir_names_the_virtual_clock(tmp_path):
+    """Before: a virtual-clock run and a wall-clock one under one --tensorboard DIR had the
+    same kind of name, so their time/* curves read as comparable."""
+    from types import SimpleNamespace
+
+    from mpicomm.train.tensorboard import run_dir
+
+    cfg = SimpleNamespace(compress="none")
+    virtual = run_dir(tmp_path, cfg, {"strategy": "ring", "workers": 4, "clock": "virtual"})
+    wall = run_dir(tmp_path, cfg, {"strategy": "ps:async", "workers": 3, "clock": "wall"})
+    assert virtual.name.startswith("ring-4w-virtual-") and virtual.is_dir()
+    assert wall.name.startswith("ps-async-3w-2") and "virtual" not in wall.name
+
+
+def test_tensorboard_async_throughput_is_worker_0s_own(tmp_path, monkeypatch):
+    """async/ssp: the workers do not step together. Before: throughput/samples_per_s was the
+    global batch over worker 0's step time (with a straggler, 2-5x the run's samples/s)."""
+    from types import SimpleNamespace
+
+    from mpicomm.train import tensorboard as tb
+
+    seen = {}
+
+    class Writer:
+        def __init__(self, path):
+            pass
+
+        def add_scalar(self, tag, value, step):
+            seen.setdefault(tag, []).append(value)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tb, "_writer_class", lambda: Writer)
+    out = {"times": np.array([[0.01, 0.005, 0.0, 0.001, 0.0]] * 2), "losses": np.ones(2)}
+    record = {"strategy": "ps:async", "workers": 2, "global_batch": 128}
+    stats = SimpleNamespace(bytes_sent=0, inter_bytes_sent=0)
+    for algorithm, tag, rate in (("async", "throughput/worker0_samples_per_s", 6400.0),
+                                 ("sync", "throughput/samples_per_s", 12800.0)):
+        seen.clear()
+        cfg = SimpleNamespace(compress="none", ps_algorithm=algorithm)
+        tb.write_run(tmp_path, cfg, record, out, stats)
+        assert seen[tag] == pytest.approx([rate, rate]), seen
+        assert len([t for t in seen if t.startswith("throughput/")]) == 1, sorted(seen)

@@ -301,6 +301,7 @@ def test_flags_are_generated_from_every_config_field():
     ({"bucket_mb": -1}, "--bucket-mb must be a number >= 0"),
     ({"accumulate": 0}, "--accumulate must be a positive integer"),
     ({"trace_steps": "5:2", "trace": "t.json"}, "--trace-steps must be A:B"),
+    ({"trace_steps": ":0", "trace": "t.json"}, "--trace-steps must be A:B"),  # was: an empty trace
     ({"trace_steps": "2:5"}, "--trace-steps needs --trace"),
 ])
 def test_engine_flags_refuse_invalid_values(kwargs, message):
@@ -497,3 +498,21 @@ def test_output_paths_checked_before_the_first_step(flag, path, fragment):
     errors = [x for x in out.splitlines() if "error:" in x]
     assert len(errors) == 1 and fragment in errors[0], out
     assert not res.stdout.strip() and "Traceback" not in out, out  # nothing ran
+
+
+@pytest.mark.slow  # two training runs of a few seconds
+def test_trace_window_before_the_resumed_step_is_refused(tmp_path):
+    """Resumed at step 4 with --trace-steps 1:3. Before: exit 0, "wrote trace" and a file
+    with no events; now one line and exit 2, before any step."""
+    ck, out = tmp_path / "ck.npz", tmp_path / "t.json"
+    ok(train(2, *SMALL, "--steps", "4", "--checkpoint", ck))
+    res = train(2, *SMALL, "--steps", "8", "--checkpoint", ck, "--resume", "--trace", out,
+                "--trace-steps", "1:3")
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert res.stdout.count("--trace-steps 1:3: the run resumes at step 4") == 1, res.tail()
+    assert "wrote trace" not in res.stdout
+    res = train(2, *SMALL, "--steps", "8", "--checkpoint", ck, "--resume", "--trace", out,
+                "--trace-steps", "5:7")  # inside the resumed run: traced
+    ok(res)
+    steps = {e["name"] for e in json.loads(out.read_text()) if e.get("cat") == "step"}
+    assert steps == {"step 5", "step 6"}, steps

@@ -164,3 +164,14 @@ def test_an_interval_always_holds_its_own_point():
     assert iv.low <= iv.value <= iv.high
     iv = _interval(1.5, np.linspace(1.0, 1.2, 1000))
     assert iv.low <= iv.value <= iv.high
+
+
+def test_a_rank_last_by_a_hair_holds_nobody_back():
+    """Before: `train --clock virtual` on 2 balanced ranks printed "rank 1 holds the others
+    back: ... it waits 2.03 ms per call, the others 2.03 ms" (last at every call by µs)."""
+    from mpicomm.analysis.verdict import holds_back
+
+    assert not holds_back(2.03e-3, 2.03e-3)          # the same wait: nobody held back
+    assert not holds_back(2.01e-3, 2.10e-3)          # 4% more: an algorithm's last message
+    assert holds_back(1.0e-3, 26e-3)                 # a 25 ms straggler
+    assert holds_back(0.0, 1e-4) and not holds_back(0.0, 0.0)

@@ -32,7 +32,8 @@ import numpy as np
 from mpicomm.core import clock
 
 __all__ = ["Interval", "Verdict", "speed_interval", "ratio_interval", "decide", "compare_pair",
-           "crossovers", "cpu_sharing_warning", "late_rank", "LEVEL", "BOOTSTRAPS"]
+           "crossovers", "cpu_sharing_warning", "late_rank", "holds_back", "LEVEL",
+           "BOOTSTRAPS"]
 
 LEVEL = 0.95       # coverage of every interval
 BOOTSTRAPS = 2000  # redraws (fewer for very long samples, to bound memory)
@@ -266,6 +267,21 @@ def late_rank(last_share: Sequence[float | None], calls: int, alpha: float = 0.0
     if share < max(0.5, 1.5 / p):
         return None
     return top if _binomial_tail(k, calls, 1.0 / p) < alpha / p else None
+
+
+HOLD_BACK_SHARE = 0.1  # the others' extra wait, as a share of theirs, that makes a late rank matter
+
+
+def holds_back(own_wait_s: float, others_wait_s: float, share: float = HOLD_BACK_SHARE) -> bool:
+    """Whether a rank last to arrive (``late_rank``) costs the others anything worth a note.
+
+    Last to arrive says who comes last, not by how much: a rank that leaves each
+    call a few microseconds after its peers (an algorithm's last message, under the
+    virtual clock) is last at every call and holds nobody back. The others wait for it
+    what they wait beyond it, so it matters when ``others_wait_s - own_wait_s`` is at
+    least ``share`` of ``others_wait_s`` (mean seconds inside each call).
+    """
+    return others_wait_s > 0 and others_wait_s - own_wait_s >= share * others_wait_s
 
 
 def _binomial_tail(k: int, n: int, q: float) -> float:

@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         print(note)
     print_model(params, rows, options["crossover_bytes"])
     meta = {"command": "model", "argv": sys.argv, "environment": environment(),
+            "clock": clock.name(),  # the clock the measured times are in
             "params": asdict(params), "options": options, "config": asdict(cfg),
             "auto_crossover_bytes": options["crossover_bytes"], "world_ranks": p}
     bench.write_records(rows, meta, args.json, args.csv)

@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from mpicomm.analysis.crossover import crossover_lines
 from mpicomm.bench import harness as H
+from mpicomm.core import clock
 from mpicomm.core.units import fmt_bytes
 
 __all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         for line in lines:
             print(line)
         meta = {"command": "bench", "argv": sys.argv, "environment": environment(),
+                "clock": clock.name(),  # the clock the times are in (a default may pick it)
                 "thread_level": level, "config": asdict(cfg), "options": options,
                 "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size(),
                 "reducers": described, "crossovers": crossings}

@@ -158,11 +158,19 @@ VIRTUAL_ON_GPU = ("--device gpu under the virtual clock: it charges compute as t
 
 def _run(module, args: argparse.Namespace):
     """Check every output path the command will write (one line, exit 2, before any work:
-    results are never lost at the end), install the clock the flags ask for (``--clock``,
+    results are never lost at the end) and the stall inspector's environment
+    (``MPICOMM_STALL_WARN_S``/``_ABORT_S``), install the clock the flags ask for (``--clock``,
     train/compare/bench/model), then run."""
     problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
     if problem is not None:
         raise ConfigError(problem)
+    if getattr(module, "USES_MPI", False):  # the stall inspector's environment, read per rank
+        from mpicomm.p2p import stall
+
+        try:
+            stall.settings()
+        except ValueError as exc:  # before: a traceback on every rank at reducer creation
+            raise ConfigError(str(exc)) from None
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
         from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
 

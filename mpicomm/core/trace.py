@@ -19,10 +19,11 @@ clock's time of the recording thread); the writer aligns the ranks' clocks.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "Recorder", "active", "set_active"]
+__all__ = ["Event", "Recorder", "active", "set_active", "flush_active"]
 
 
 @dataclass(slots=True)
@@ -45,10 +46,15 @@ class Recorder:
         events: the events recorded so far, in the order they ended.
         enabled: False pauses recording (e.g. outside ``--trace-steps``) without
             removing the recorder.
+        flush: the writer's flush, for ``flush_active`` (None: nothing to write to).
+        steps: ``[A, B)`` for a process that has no steps of its own (a parameter
+            server): it records while the step it serves, told by ``at_step``, is inside.
     """
 
     events: list[Event] = field(default_factory=list)
     enabled: bool = True
+    flush: Callable[[], None] | None = None  # writes the events out (set by the application)
+    steps: tuple[int, int] | None = None  # a process without steps of its own: see at_step
 
     def complete(self, name: str, cat: str, start: float, end: float,
                  thread: str | None = None, **args: Any) -> None:
@@ -57,6 +63,16 @@ class Recorder:
             if thread is None:
                 thread = threading.current_thread().name
             self.events.append(Event(name, cat, start, end, thread, args or None))
+
+    def at_step(self, step: int) -> None:
+        """The step this process now works for (a server: the push it received); with
+        ``steps`` set, record only inside them (``--trace-steps``) and write the events out
+        on leaving them, as the workers do (a later failure loses nothing). Else nothing."""
+        if self.steps is not None:
+            inside = self.steps[0] <= step < self.steps[1]
+            if self.enabled and not inside and self.flush is not None:
+                self.flush()
+            self.enabled = inside
 
 
 _active: Recorder | None = None
@@ -71,3 +87,18 @@ def set_active(recorder: Recorder | None) -> None:
     """Install ``recorder`` for this process (None turns tracing off)."""
     global _active
     _active = recorder
+
+
+def flush_active() -> None:
+    """Write out the active recorder's events now, before this process ends the job.
+
+    For a path that aborts the job from a library layer (the stall inspector's
+    ``MPI.Abort``): what this rank recorded reaches the trace file instead of dying
+    with it. Never raises: the abort must go on whatever the file system says.
+    """
+    rec = _active
+    if rec is not None and rec.flush is not None:
+        try:
+            rec.flush()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass

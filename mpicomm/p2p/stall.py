@@ -3,9 +3,10 @@
 As Horovod's: a rank that has waited more than ``MPICOMM_STALL_WARN_S`` seconds
 (default 60) inside one reducer call prints ONE warning naming the strategy, the
 call number and the ranks that have not arrived; past ``MPICOMM_STALL_ABORT_S``
-(default: never) it prints the message again and ends the job (``MPI.Abort``,
-exit code 1). ``MPICOMM_STALL_WARN_S=0`` switches the warning off; the abort
-still applies when ``MPICOMM_STALL_ABORT_S`` is set (both unset or 0: no watchdog).
+(default: never) it prints the message again, writes this rank's ``--trace``
+events (``core.trace.flush_active``) and ends the job (``MPI.Abort``, exit code 1).
+``MPICOMM_STALL_WARN_S=0`` switches the warning off; the abort still applies
+when ``MPICOMM_STALL_ABORT_S`` is set (both unset or 0: no watchdog).
 
 How:
 
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core import clock, tags
+from mpicomm.core import clock, tags, trace
 
 __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait", "LOG_CAP"]
 
@@ -318,6 +319,7 @@ def _check(ch: Channel, warn: float, abort: float | None) -> None:
         _say(ch, waited, "warning")
     if abort and waited > abort and ch.since() == t:
         _say(ch, waited, "abort")
+        trace.flush_active()  # --trace: this rank's events reach the file before the abort
         time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
         MPI.COMM_WORLD.Abort(1)
 

@@ -128,6 +128,8 @@ class PSServer:
             may_send = workers[~(self.done | self.pending | self.arrived)]
             src = p2p.recv_any(hdr, P.TAG_HEADER, may_send)
             i = index[src]
+            if hdr[0] == P.CMD_PUSH:
+                _at_step(int(hdr[1]))  # --trace-steps: record the pushes of the traced steps
             if hdr[0] == P.CMD_DONE:
                 self.done[i] = True
             elif hdr[0] == P.CMD_SNAPSHOT:  # sync, between two steps: this shard's momentum
@@ -249,6 +251,13 @@ class PSServer:
                 "staleness_max": int(self.stale_max), "staleness_mean": self.stale_sum / n,
                 "lag_max": int(self.lag_max), "lag_mean": self.lag_sum / n,
                 "versions": int(self.version)}
+
+
+def _at_step(step: int) -> None:
+    """Tell the trace's recorder (when one is set) which worker step the server now serves."""
+    rec = trace.active()
+    if rec is not None:
+        rec.at_step(step)
 
 
 def _traced(name: str, t0: float) -> None:

@@ -241,7 +241,7 @@ def _validate(cfg: TrainConfig) -> None:
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")
         if not sep or not all(x.strip().isdigit() or x == "" for x in (a, b)) or (
-                a and b and int(a) >= int(b)):
+                b and int(a or 0) >= int(b)):  # ":0" too: steps 0..-1 are none
             bad(f"--trace-steps must be A:B with 0 <= A < B (steps A..B-1), "
                 f"got {cfg.trace_steps!r}")
         if not cfg.trace:

@@ -237,9 +237,19 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
+        _check_trace_window_after(cfg, job.start_step)
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
         job.codec_state = _residuals(cfg, world, ck, model)
     return job
+
+
+def _check_trace_window_after(cfg: TrainConfig, start: int) -> None:
+    """--trace-steps A:B must end after the step a resumed run starts at (else nothing is
+    traced); ``ValueError`` is a set-up failure: one line, exit 2 on every rank."""
+    end = cfg.trace_window()[1]
+    if cfg.trace_steps and end <= start:
+        raise ValueError(f"--trace-steps {cfg.trace_steps}: the run resumes at step {start}, "
+                         f"so nothing would be traced; use B > {start}")
 
 
 def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | None:
@@ -293,8 +303,9 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
            "ends": np.zeros(n_max), "checkpoint_s": 0.0, "n_run": 0}
     metrics.barrier(world.comm)  # one start: the workers' step ends share an origin
     if not world.is_worker:
-        if tracer is not None:  # a server has no steps: it records the whole run
-            tracer.recorder.enabled = True
+        if tracer is not None:  # a server has no steps: it records the pushes of the traced
+            window = tracer.recorder.steps = cfg.trace_window()  # ones (ps.server: at_step)
+            tracer.recorder.enabled = window[0] <= job.start_step < window[1]
         world.reducer.serve()  # a dedicated server sums and hands back until every worker closes
         return _ran(out, 0)
     model, times, losses = job.model, out["times"], out["losses"]
@@ -393,9 +404,14 @@ def _log(cfg: TrainConfig, world: World, step: int, i: int, lr: float, losses: n
     if cfg.log_every and (step + 1) % cfg.log_every == 0:
         k = min(cfg.log_every, i + 1)
         window = times[i - k + 1 : i, 0].sum() + current
-        world.say(f"{_label(cfg)} step {step + 1:5d}/{cfg.steps}  loss "
-                  f"{losses[i - k + 1 : i + 1].mean():.4f}  lr {lr:.4g}  "
-                  f"{world.global_batch * k / window:,.0f} samples/s", flush=True)
+        if world.max_steps == cfg.steps:  # the workers step together: the global batch
+            where = f"step {step + 1:5d}/{cfg.steps}"
+            rate = f"{world.global_batch * k / window:,.0f}"
+        else:  # async / ssp: worker 0's own pushes and rate (the others run at theirs)
+            where = f"worker 0 push {step + 1:5d} ({world.max_steps} by all workers in the run)"
+            rate = f"worker 0: {world.global_batch // world.workers * k / window:,.0f}"
+        world.say(f"{_label(cfg)} {where}  loss {losses[i - k + 1 : i + 1].mean():.4f}  "
+                  f"lr {lr:.4g}  {rate} samples/s", flush=True)
 
 
 def _checkpoint_due(cfg: TrainConfig, step: int) -> bool:

@@ -6,7 +6,9 @@ rank is the same collective call (all ranks call in the same order); the rank
 whose entry time is the latest is the last to arrive at it. A rank "holds the
 others back" when ``analysis.verdict.late_rank`` says it is last beyond chance:
 in at least max(50%, 1.5/P) of the calls and with a binomial chance below 1%/P
-(by chance each of P ranks is last in 1/P of them); the note gives its mean wait
+(by chance each of P ranks is last in 1/P of them), and when the others wait at
+least 10% longer per call than it does (``analysis.verdict.holds_back``: last by a
+few microseconds at every call holds nobody back); the note gives its mean wait
 beside the others' (it usually waits least: it arrives, finds everyone there).
 Entry times are wall clocks: on one host exact, across hosts as good as their
 clock sync (NTP: about a millisecond).
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.analysis.verdict import late_rank
+from mpicomm.analysis.verdict import holds_back, late_rank
 from mpicomm.train import metrics
 
 __all__ = ["report"]
@@ -56,6 +58,9 @@ def report(comm: Any, enter: np.ndarray, waited: np.ndarray, participant: bool,
     for r in who:
         out["last_to_arrive_by_rank"][int(r)] = float(share[r])
     late = late_rank([float(share[r]) if r in waits else None for r in range(size)], n)
+    if late is not None and others_wait and not holds_back(
+            waits[late], float(np.median([waits[int(r)] for r in who if r != late]))):
+        late = None  # last by a hair: the others wait no longer than it does
     if late is None and not others_wait:  # async: a straggler shows as few pushes
         late = _fewest_calls(rows, who, top=int(who[np.argmax(share[who])]))
     if late is not None:

@@ -62,6 +62,7 @@ class TraceFile:
         t_zero = clock.now()
         rec = trace.Recorder(enabled=False)
         session = _OPEN[path] = cls(path, rank, t_zero, rec)
+        rec.flush = session.flush  # a stall abort writes this rank's events first
         trace.set_active(rec)
         if rank:
             session._lines([_meta("process_name", rank, 0, f"rank {rank}")])

@@ -93,3 +93,22 @@ def test_settings_parse_and_refuse():
     assert settings({"MPICOMM_STALL_WARN_S": "2", "MPICOMM_STALL_ABORT_S": "5"}) == (2.0, 5.0)
     with pytest.raises(ValueError, match="MPICOMM_STALL_WARN_S"):
         settings({"MPICOMM_STALL_WARN_S": "soon"})
+
+
+@pytest.mark.slow  # waits out the stall deadlines (5-8 s)
+def test_stall_abort_keeps_the_aborting_ranks_trace(tmp_path):
+    """--trace under a stall abort. Before: the file held only the ranks' names (the
+    aborting rank's forward and backward events died with the job); now the rank that
+    aborts writes what it recorded first."""
+    import json
+
+    out = tmp_path / "t.json"
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--strategy", "ring", "--layers", "16,16,4",
+                      "--steps", "3", "--straggler", "1:60000", "--log-every", "0",
+                      "--trace", str(out)], timeout=90, env=ENV)
+    assert not res.timed_out and res.returncode not in (0, None), res.tail()
+    assert "aborting the job" in res.stderr, res.tail()
+    events = json.loads(out.read_text())  # still one valid JSON array
+    rank0 = {e["name"] for e in events if e["ph"] == "X" and e["pid"] == 0}
+    assert "forward" in rank0 and any(n.startswith("backward layer") for n in rank0), (
+        sorted(rank0), res.tail())

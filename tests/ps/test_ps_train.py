@@ -116,6 +116,19 @@ def test_no_straggler_names_nobody_or_is_honest(tmp_path):
     assert len(rec["wait_mean_s_by_rank"]) == 3 and all(w >= 0 for w in rec["wait_mean_s_by_rank"])
 
 
+@pytest.mark.slow  # a training run of a few seconds
+def test_balanced_virtual_run_names_nobody(tmp_path):
+    """docs/trace.md's job under the virtual clock. Before: "rank 1 holds the others back:
+    last to arrive in 98% of 48 calls; it waits 2.03 ms per call, the others 2.03 ms" (it
+    leaves each call microseconds after rank 0, so it comes last, holding nobody back)."""
+    rec, res = _train(2, tmp_path, "--strategy", "ring", "--layers", "256,512x4,10",
+                      "--bucket-mb", "1", "--ranks-per-node", "1", "--inter-link",
+                      "50us,0.5GB/s", "--steps", "12", "--clock", "virtual")
+    assert rec["clock"] == "virtual" and max(rec["last_to_arrive_by_rank"]) > 0.5, rec
+    assert rec["slow_rank"] is None and "holds the others back" not in res.stdout, (
+        rec["slow_rank_note"], rec["wait_mean_s_by_rank"])
+
+
 def _run_json(nranks, tmp_path, name, *flags):
     out = tmp_path / f"{name}.json"
     res = run_mpi(nranks, ["-m", "mpicomm", "train", *SMALL, *flags, "--json", str(out)],
@@ -205,3 +218,18 @@ def test_bad_flags_refused(kw, fragment):
 def test_straggler_flag_repeatable():
     cfg = TrainConfig(straggler=["1:20", "2:5,3:1"])
     assert cfg.straggler == ("1:20", "2:5", "3:1")
+
+
+@pytest.mark.slow  # a training run of a few seconds
+def test_async_progress_lines_count_worker_0s_pushes(tmp_path):
+    """Worker 1 straggles, so worker 0 pushes past --steps. Before: "ps:async step 7/4" and
+    the global batch over worker 0's step time as the samples/s (2-5x the run's)."""
+    import re
+
+    rec, res = _train(3, tmp_path, "--strategy", "ps", "--ps-mode", "async", "--dedicated",
+                      "--steps", "4", "--straggler", "1:40", "--log-every", "1")
+    assert not re.search(r"step +\d+/4", res.stdout), res.stdout
+    pushes = [int(n) for n in re.findall(r"ps:async worker 0 push +(\d+) \(8 by all workers in "
+                                         r"the run\)  loss .* worker 0: [\d,]+ samples/s",
+                                         res.stdout)]
+    assert pushes == list(range(1, rec["steps_by_worker"][0] + 1)) and pushes[-1] > 4, res.stdout
