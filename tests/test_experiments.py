@@ -40,6 +40,7 @@ def tiny():
     del E.FIGURES["t"], E.FIGURES["tb"]
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 def test_tiny_figure_end_to_end(ctx, tiny):
     sections = E.run_figures(ctx, ["t"])
     assert [s.key for s in sections] == ["t"]
@@ -61,6 +62,7 @@ def test_tiny_figure_end_to_end(ctx, tiny):
     assert saved["conclusion"] == "ring ran 2 sizes, largest 4096 B" and saved["quick"]
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 def test_failures_become_notes_and_other_sections_are_kept(ctx, tiny):
     E.run_figures(ctx, ["t"])
     sections = E.run_figures(ctx, ["tb"])  # a second, partial run
@@ -75,6 +77,7 @@ def test_failures_become_notes_and_other_sections_are_kept(ctx, tiny):
     assert "_No conclusion: the runs failed" in readme
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 def test_replot_runs_nothing(ctx, tiny):
     E.run_figures(ctx, ["t"])
     (ctx.results / "logs" / "t_bench.txt").unlink()

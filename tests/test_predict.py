@@ -256,6 +256,7 @@ def test_command_one_process_no_mpiexec(tmp_path):
                                                 ["predicted_us"])
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 def test_command_this_machine_and_errors(tmp_path):
     path = _model_json(tmp_path)
     done = _predict("--profile", "this-machine", "--params", str(path), "--ranks", "2,4",

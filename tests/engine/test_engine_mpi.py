@@ -81,6 +81,7 @@ def test_resume_is_bit_identical_with_buckets_and_overlap(tmp_path):
     np.testing.assert_array_equal(vres, vfull)
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 @pytest.mark.parametrize("nranks", [1, 2])
 def test_k_micro_batches_of_b_equal_one_batch_of_kb(tmp_path, nranks):
     common = [*SMALL, "--dtype", "float64", "--steps", "6", "--train-samples", "768",

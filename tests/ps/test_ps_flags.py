@@ -19,6 +19,7 @@ def _train(nranks, tmp_path, name, *flags, timeout=240):
     return json.loads(out.read_text())["results"][0]
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 def test_async_int8_moves_a_third_of_the_bytes_and_still_learns(tmp_path):
     """Pushes and pulls are int8 on the wire: <= 0.35x the bytes per step of plain floats."""
     ps = ["--strategy", "ps", "--ps-mode", "async", "--dedicated", "--steps", "30"]
