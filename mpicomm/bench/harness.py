@@ -49,7 +49,7 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import add_flags
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.memory import available_memory
-from mpicomm.core.options import ReducerFields, check_strategy_options
+from mpicomm.core.options import CUDA_AWARE_ON_CPU, ReducerFields, check_strategy_options
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
 from mpicomm.p2p import virtual
@@ -336,8 +336,7 @@ def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
         names.remove(args.baseline)
         names.insert(0, args.baseline)
     if getattr(args, "cuda_aware", None) is not None and args.device != "gpu":
-        usage_error("--cuda-aware/--no-cuda-aware: how CuPy buffers reach MPI; it has no "
-                    "effect on the CPU (add --device gpu or drop it)")
+        usage_error(CUDA_AWARE_ON_CPU)
         return None
     try:  # --servers 2 beside --strategies ring: the flag would be dropped
         check_strategy_options(args, names)

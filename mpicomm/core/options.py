@@ -16,8 +16,9 @@ from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.core.units import parse_bytes
 
-__all__ = ["ReducerOptions", "ReducerFields", "check_strategy_options", "HIERARCHICAL_VARIANTS",
-           "env_flag", "CODECS", "parse_compress", "MAX_CHANNELS", "CLOCKS"]
+__all__ = ["ReducerOptions", "ReducerFields", "check_strategy_options", "CUDA_AWARE_ON_CPU",
+           "HIERARCHICAL_VARIANTS", "env_flag", "CODECS", "parse_compress", "MAX_CHANNELS",
+           "CLOCKS"]
 
 HIERARCHICAL_VARIANTS = ("reduce_scatter", "leader")
 CLOCKS = ("wall", "virtual")
@@ -231,6 +232,11 @@ class ReducerOptions(ReducerFields):
                 f"{', '.join(map(repr, unknown))}; valid options: {', '.join(valid)}"
             )
         return cls(**kwargs)
+
+
+# --cuda-aware given for a run on the CPU (train, compare, bench, model refuse it alike)
+CUDA_AWARE_ON_CPU = ("--cuda-aware/--no-cuda-aware: how CuPy buffers reach MPI; it has no effect "
+                     "on the CPU (add --device gpu or drop it)")
 
 
 # a strategy's own reducer options and the strategies that use them (zero: its own refusals)

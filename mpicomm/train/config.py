@@ -38,6 +38,7 @@ from mpicomm.core.flags import check_types
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
 from mpicomm.core.options import (
+    CUDA_AWARE_ON_CPU,
     HIERARCHICAL_VARIANTS,
     ReducerFields,
     ReducerOptions,
@@ -336,10 +337,6 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
     object.__setattr__(cfg, "straggler", tuple(parts))
     if not (isinstance(cfg.jitter, (int, float)) and np.isfinite(cfg.jitter) and cfg.jitter >= 0):
         bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
-
-
-CUDA_AWARE_ON_CPU = ("--cuda-aware/--no-cuda-aware: how CuPy buffers reach MPI; it has no effect "
-                     "on the CPU (add --device gpu or drop it)")
 
 
 # --------------------------------------------------- checks needing the job's size
