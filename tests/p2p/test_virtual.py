@@ -434,3 +434,25 @@ def test_auto_decides_on_the_modelled_links_under_the_virtual_clock(p):
     res = run_mpi(p, ["-c", AUTO_CROSSOVER], timeout=60).expect_ok()
     for r in res.records:
         assert r["crossover"] == r["first_ring_win"], r
+
+
+def test_model_params_charge_reductions_at_the_clocks_compute_scale():
+    """The virtual clock charges an addition as CPU time x --compute-scale; the model's γ kept
+    the measured one, so under --compute-scale 1e-9 a 2-channel ring was predicted at 1.8x
+    its virtual time whenever this host's adds measured slow (a flaky slow test)."""
+    from mpicomm.core import clock
+    from mpicomm.core.clock import VirtualClock
+    from mpicomm.costmodel.formulas import LinkModel, ModelParams
+    from mpicomm.p2p import virtual
+
+    sizes = [8, 64, 512]
+    link = LinkModel(1e-6, sizes, [1e-9] * 3)
+    params = ModelParams(link, link, sizes, [2e-10, 3e-10, 5e-10], gamma_local=[1e-10] * 3)
+    clock.set_source(VirtualClock(0.25).now, "virtual")
+    try:
+        got = virtual.model_params(params)
+    finally:
+        clock.reset()
+    assert got.gamma == pytest.approx([0.5e-10, 0.75e-10, 1.25e-10], rel=1e-12)
+    assert got.gamma_local == pytest.approx([0.25e-10] * 3, rel=1e-12)
+    assert params.gamma == [2e-10, 3e-10, 5e-10]  # the measured record is left as it was
