@@ -49,12 +49,15 @@ def test_one_server_is_slower_than_the_ring_and_s_equal_p_matches_it(tmp_path):
     """Coursework 'One server against many': on one node (1us,10GB/s) a single colocated
     server moves 3n each way where the ring moves 1.5n: ps is the slower at every size, by
     2x at 16 MiB where the links dominate; at 1 MiB by less (the page: 1.5x), since both
-    pay CPU time for their additions, which a loaded host inflates."""
+    pay CPU time for their additions, which a loaded host inflates. With S = p the ps time lands
+    on the ring's where the links dominate."""
     t = _bench(tmp_path, 4, "--strategies", "ring,ps", "-b", "1M", "-e", "16M", "-f", "16")
     assert t[("ps", 1 << 20)] > 1.2 * t[("ring", 1 << 20)]
     assert t[("ps", 16 << 20)] > 1.8 * t[("ring", 16 << 20)]
-    t4 = _bench(tmp_path, 4, "--strategies", "ring,ps", "--servers", "4", "-b", "1M", "-e", "1M")
-    assert t4[("ps", 1 << 20)] == pytest.approx(t4[("ring", 1 << 20)], rel=0.5)
+    # S = p moves the ring's bytes: equal where the links dominate (16 MiB). At 1 MiB ps's
+    # own CPU time counts (CI's busy host: 527 against 327 us; the page: 0.33 against 0.27 ms)
+    t4 = _bench(tmp_path, 4, "--strategies", "ring,ps", "--servers", "4", "-b", "16M", "-e", "16M")
+    assert t4[("ps", 16 << 20)] == pytest.approx(t4[("ring", 16 << 20)], rel=0.25)
 
 
 @pytest.mark.slow
@@ -123,11 +126,14 @@ def test_fusion_and_overlap_outcomes_of_coursework_exercise_5(tmp_path):
     unfused, fused = (_train(tmp_path, 2, *tiny, "--bucket-mb", b) for b in ("0", "25"))
     assert unfused["bytes_per_step"] == fused["bytes_per_step"]
     assert (unfused["allreduce_calls_per_step"], fused["allreduce_calls_per_step"]) == (98, 1)
-    # what fusion saves is per-call communication (2α and the call's own CPU time, 98 times):
-    # the comm per step falls ~10x (1.15 against 0.12 ms). The step falls by that saving, ~2x
-    # on a quiet host; on a loaded one the compute's CPU time is inflated (CI, busy host: 1.72
-    # against 1.46 ms, 1.18x), so the step is held to its direction and the saving to 4x.
-    assert unfused["comm_total_s"] > 4 * fused["comm_total_s"]
+    # what fusion saves is per-call communication: 97 more calls, each with the link's
+    # 2(p-1)α (1 us intra-node: 0.19 ms a step) and its own CPU time (~8 us), which only ever
+    # adds. So the saving is at least the links' part on any host, and the comm falls by more
+    # than 2x: 1.11 against 0.20 ms on a quiet host, 1.11 against 0.33 ms on CI's busy one
+    # (the fused call's additions are CPU time, inflated there; the 98 calls' CPU time not).
+    p, alpha = 2, 1e-6
+    assert unfused["comm_total_s"] - fused["comm_total_s"] > 97 * 2 * (p - 1) * alpha
+    assert unfused["comm_total_s"] > 2 * fused["comm_total_s"]
     assert unfused["step_time_median_s"] > fused["step_time_median_s"]
     link = ("--layers", "256,512x8,10", "--bucket-mb", "1", "--ranks-per-node", "1",
             "--inter-link", "50us,0.5GB/s")
