@@ -173,12 +173,13 @@ def test_idle_shares_are_of_stage_zeros_span_and_the_bubble_is_the_busiest_stage
 def test_measured_bubble_is_the_formula_in_virtual_time():
     """Target: P = 4, M = 4 and 16: the bubble measured with the virtual clock (the busiest
     stage's idle share of the forward/backward span) within 10% of (P-1)/(M+P-1), on stages of
-    equal cost (the formula's assumption: docs/parallelism.md). 1F1B holds it run after run
-    (within 5% in 5 runs at load 4-6); GPipe within 10% in 9 of those 10 and once -22%: its
-    whole forward phase goes at the slowest stage's pace, so one stage's CPU time running slow
-    for a run moves it (CI, 2026-12-02 00:52 UTC: -42% at M = 16 in one run, +1% in the next
-    two by hand). So GPipe is held to 25% on the median of three runs."""
-    res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4x3,gpipe:16x3"],
+    equal cost (the formula's assumption: docs/parallelism.md); held here to 2% (measured: +0.2
+    to +0.7%, the messages). The stages' compute is charged
+    by a flop model (``bubble_virtual.py``), so they are equal on any host and under any load:
+    charged as CPU time, one stage running slow for a whole run moved GPipe's bubble by -42%
+    on CI's busy host. What remains between formula and measurement is the messages between
+    stages (charged by the link model; the formula has none) and the clock's idle reading."""
+    res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4,gpipe:16"],
                   timeout=600)
     res.expect_ok()
     runs = res.records[0]["runs"]
@@ -186,8 +187,7 @@ def test_measured_bubble_is_the_formula_in_virtual_time():
     for run, v in runs.items():
         assert v["clock"] == "virtual", run
         assert v["bubble_formula"] == pytest.approx(3 / (int(run.split(":")[1]) + 3))
-        rel = 0.10 if run.startswith("1f1b") else 0.25
-        assert v["bubble_measured"] == pytest.approx(v["bubble_formula"], rel=rel), (run, v)
+        assert v["bubble_measured"] == pytest.approx(v["bubble_formula"], rel=0.02), (run, v)
 
 
 def test_replica_nodes_count_the_replicas_of_a_part_per_node():
