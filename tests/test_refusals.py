@@ -29,6 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
     (2, ["--accumulate", "1000"], "× --accumulate 1000 = 128000 rows per step, but the training "
      "set has 16384 rows"),
     (2, ["--batch-size", "10000"], "--batch-size 10000 per worker × 2 workers = 20000 rows"),
+    # a flag given at its default value is as ineffective as any other value (ran, exit 0)
+    (2, ["--strategy", "ring", "--servers", "1"], "--servers 1 has no effect with --strategy ring"),
+    (2, ["--strategy", "ps", "--ps-mode", "sync", "--bucket-mb", "25"],
+     "--bucket-mb has no effect under --ps-mode"),
+    (2, ["--holdout", "0.1"], "--holdout 0.1 sets the held-out fraction of --data"),
 ])
 def test_refused_in_one_line_with_exit_2(tmp_path, nranks, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -269,3 +274,35 @@ def test_ranks_started_with_different_flags_are_refused_not_left_waiting():
     assert not res.timed_out and res.returncode == 2, res.tail()
     assert ("the ranks were started with different flags: --lr, --accumulate differ between "
             "rank 0 and rank(s) 2") in out, res.tail()
+
+
+def _given(*argv: str):
+    """The parsed flags of ``python -m mpicomm ARGV``, with what the command line set."""
+    from mpicomm.cli.main import build_parser
+    from mpicomm.core.flags import GIVEN, given_dests
+
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    setattr(args, GIVEN, given_dests(parser, list(argv)))
+    return args
+
+
+def test_the_command_line_tells_a_flag_given_at_its_default():
+    """``given_dests`` names exactly the flags typed, in every subcommand, whatever their value;
+    the checks that compared values with defaults then refuse them too."""
+    assert _given("train", "--servers", "1", "--bucket-mb", "25")._given == \
+        {"servers", "bucket_mb"}
+    assert _given("compare", "--repeats", "3")._given == {"repeats"}
+    assert _given("model", "--predict", "-n", "20")._given == {"predict", "iters"}
+    assert _given("train")._given == frozenset()
+    with pytest.raises(ConfigError, match="--servers 1 has no effect with --strategies native"):
+        check_strategy_options(_given("bench", "--servers", "1"), ["native"])
+    check_strategy_options(_given("bench", "--servers", "1"), ["ps"])  # ps reads it
+    check_strategy_options(_given("bench"), ["native"])  # nothing typed: nothing refused
+    with pytest.raises(ConfigError, match="--holdout 0.1 sets the held-out fraction"):
+        TrainConfig.from_args(_given("train", "--holdout", "0.1"), ranks=2)
+    with pytest.raises(ConfigError, match="--train-samples size the synthetic task"):
+        TrainConfig.from_args(_given("train", "--data", "digits", "--train-samples", "16384"),
+                              ranks=2)
+    # a config built in Python has no command line: its values alone tell, as before
+    check_world(TrainConfig(holdout=0.1), 2)

@@ -18,6 +18,7 @@ from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import is_given
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.cluster import Cluster
@@ -50,7 +51,7 @@ def unused_flags(args: argparse.Namespace) -> list[str]:
     add_arguments(fresh)
     defaults = vars(fresh.parse_args([]))
     flag = {a.dest: a.option_strings[0] for a in fresh._actions if a.option_strings}
-    given = {d for d in flag if getattr(args, d, None) != defaults.get(d)}
+    given = {d for d in flag if is_given(args, d, getattr(args, d, None) != defaults.get(d))}
     if not args.predict:
         why = dict.fromkeys(PREDICT_ONLY, "--predict only")
     else:

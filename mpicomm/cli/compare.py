@@ -35,6 +35,7 @@ from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import COLUMNS
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.core import clock
+from mpicomm.core.flags import is_given
 from mpicomm.core.links import link_from_env
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "layouts", None):  # parallelism layouts side by side
         from mpicomm.train import layouts
 
-        if args.strategies != ",".join(DEFAULT_STRATEGIES):  # every layout syncs by the ring
+        if is_given(args, "strategies", args.strategies != ",".join(DEFAULT_STRATEGIES)):
             if metrics.world().Get_rank() == 0:
                 print("mpicomm compare: error: --strategies has no effect with --layouts (every "
                       "layout reduces with the ring; docs/parallelism.md); give one or the other",

@@ -23,6 +23,7 @@ from types import ModuleType
 
 from mpicomm.cli import bench, compare, experiments, info, model, plot, train
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import GIVEN, given_dests
 from mpicomm.core.outputs import check_outputs
 
 __all__ = ["main", "COMMANDS", "guarded"]
@@ -205,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command on every rank."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    setattr(args, GIVEN, given_dests(parser, argv))  # a flag given at its default counts
     module = COMMANDS[args._command]
     uses_mpi = getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args)
     rc = guarded(_run, module, args, mpi=uses_mpi)

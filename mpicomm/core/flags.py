@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import dataclasses
 import inspect
 import io
@@ -32,7 +33,10 @@ from typing import Any
 from mpicomm.core.errors import ConfigTypeError
 from mpicomm.core.helptext import DefaultsFormatter
 
-__all__ = ["field_help", "add_flags", "check_types", "flag_name", "base_type"]
+__all__ = ["field_help", "add_flags", "check_types", "flag_name", "base_type", "GIVEN",
+           "given_dests", "is_given"]
+
+GIVEN = "_given"  # attribute of parsed flags (and of a config built from them): the dests set
 
 
 def flag_name(name: str) -> str:
@@ -149,3 +153,33 @@ def _spell(hint: Any) -> str:
     union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
     names = [getattr(a, "__name__", str(a)) for a in (typing.get_args(hint) if union else (hint,))]
     return " or ".join("None" if n == "NoneType" else n for n in names)
+
+
+def given_dests(parser: argparse.ArgumentParser, argv: list[str] | None) -> frozenset[str]:
+    """The dests that ``argv`` sets on the command line, whatever their value: a flag given
+    at its default value counts (``--bucket-mb 25`` under ``--ps-mode`` is as ineffective as
+    ``--bucket-mb 24``, but a check comparing values with the default cannot see it).
+
+    ``argv`` is parsed again by a copy of ``parser`` whose every default, in every
+    subcommand, is ``SUPPRESS``: only what the command line set stays in the namespace."""
+    quiet = copy.deepcopy(parser)
+    _suppress_defaults(quiet)
+    ns, _ = quiet.parse_known_args(argv)
+    return frozenset(k for k in vars(ns) if not k.startswith("_") and k != "command")
+
+
+def _suppress_defaults(p: argparse.ArgumentParser) -> None:
+    p._defaults.clear()  # set_defaults(...): a subcommand's own
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _suppress_defaults(sub)
+        elif action.dest != "help":
+            action.default = argparse.SUPPRESS
+
+
+def is_given(flags: Any, name: str, differs: bool) -> bool:
+    """True when flag ``name`` takes a value this run asked for: ``differs`` (its value is
+    not the default) or the command line set it (``GIVEN``, from ``given_dests``; a config
+    built in Python has none, and its values alone tell)."""
+    return differs or name in getattr(flags, GIVEN, ())

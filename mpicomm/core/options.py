@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from mpicomm.core.errors import ConfigError, ConfigTypeError
+from mpicomm.core.flags import is_given
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.core.units import parse_bytes
@@ -249,13 +250,14 @@ OPTION_USERS = (("servers", "--servers", ("ps", "zero")),
 
 def check_strategy_options(values: object, names: list[str], flag: str = "--strategies") -> None:
     """Raise ``ConfigError`` for a strategy's option that none of ``names`` uses: ``values``
-    (a config or parsed flags) holds a value other than ``ReducerFields``' default
+    (a config or parsed flags) holds a value other than ``ReducerFields``' default, or the
+    command line gave it (``core.flags.is_given``: ``--servers 1`` beside ring too)
     (``--servers 2`` beside ``--strategy ring`` ran the ring alone, the flag dropped).
     ``flag``: how the command names its strategies, for the message."""
     default = ReducerFields.__dataclass_fields__
     for key, option, users in OPTION_USERS:
         value = getattr(values, key)
-        if value != default[key].default and not set(names) & set(users):
+        if is_given(values, key, value != default[key].default) and not set(names) & set(users):
             shown = option if isinstance(value, bool) else f"{option} {value}"
             strategies = ", ".join(u for u in users if u != "zero")
             raise ConfigError(f"{shown} has no effect with {flag} {','.join(names)}: it sets an "

@@ -34,7 +34,7 @@ from mpicomm.core.errors import (
     ConfigError,  # an invalid training configuration (re-exported)
     ConfigTypeError,
 )
-from mpicomm.core.flags import check_types
+from mpicomm.core.flags import GIVEN, check_types, is_given
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.links import parse_link
 from mpicomm.core.options import (
@@ -142,6 +142,10 @@ class TrainConfig(ReducerFields):
         """
         names = {f.name for f in dataclasses.fields(cls)}
         cfg = cls(**{k: v for k, v in vars(args).items() if k in names})
+        given = getattr(args, GIVEN, frozenset())
+        if given:  # a flag given at its default value is checked as one given otherwise
+            object.__setattr__(cfg, GIVEN, given)
+            _check_data_flags(cfg, _refuse)
         if ranks is None:
             from mpicomm.train.metrics import world
 
@@ -183,11 +187,13 @@ class TrainConfig(ReducerFields):
         return int(a or 0), int(b) if b else 2**62
 
 
+def _refuse(msg: str) -> None:
+    raise ConfigError(msg)
+
+
 def _validate(cfg: TrainConfig) -> None:
     """Raise ``ConfigError`` for the first invalid field of ``cfg``."""
-    def bad(msg: str) -> None:
-        raise ConfigError(msg)
-
+    bad = _refuse
     check_types(cfg)  # a wrong type: one line naming the flag, before any comparison
     valid = [*strategies(), "zero"]  # zero: sharded data parallelism (engine.zero)
     if cfg.strategy not in valid:
@@ -286,11 +292,12 @@ def _check_data_flags(cfg: TrainConfig, bad: Any) -> None:
     """The sizes of the synthetic task and the held-out fraction of a data set apply to one
     source each: a flag for the other is refused, never ignored."""
     field = TrainConfig.__dataclass_fields__
-    if cfg.data is None and cfg.holdout != DEFAULT_HOLDOUT:
+    if cfg.data is None and is_given(cfg, "holdout", cfg.holdout != DEFAULT_HOLDOUT):
         bad(f"--holdout {cfg.holdout} sets the held-out fraction of --data (digits, or a file "
             "without x_test); the synthetic task holds out --test-samples rows")
     sizes = [f"--{name.replace('_', '-')}" for name in ("train_samples", "test_samples")
-             if cfg.data is not None and getattr(cfg, name) != field[name].default]
+             if cfg.data is not None
+             and is_given(cfg, name, getattr(cfg, name) != field[name].default)]
     if sizes:
         bad(f"{' and '.join(sizes)} size the synthetic task; with --data {cfg.data} the data "
             "set decides (docs/data.md)")

@@ -32,6 +32,7 @@ import re
 
 import numpy as np
 
+from mpicomm.core.flags import is_given
 from mpicomm.train import loop as T
 from mpicomm.train import metrics
 from mpicomm.train.parallel_run import check_parallel_flags
@@ -70,12 +71,12 @@ def check_layout_flags(cfg: T.TrainConfig, names: list[str]) -> None:
     every layout reduces with the ring, so other reducers' options are refused.
     """
     for flag, key, spelled in _SET_BY_NAME:
-        if getattr(cfg, key) != 1:
+        if is_given(cfg, key, getattr(cfg, key) != 1):
             raise T.ConfigError(f"{flag} {getattr(cfg, key)} has no effect with --layouts: the "
                                 f"layout names set it ({spelled})")
     default = T.TrainConfig()
     for flag, key in _OTHER_REDUCERS:
-        if getattr(cfg, key) != getattr(default, key):
+        if is_given(cfg, key, getattr(cfg, key) != getattr(default, key)):
             raise T.ConfigError(f"{flag} has no effect with --layouts: every layout reduces "
                                 "with the ring (docs/parallelism.md)")
     twice = sorted({n for n in names if names.count(n) > 1})

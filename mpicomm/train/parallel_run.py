@@ -30,6 +30,7 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import is_given
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.parallel.groups import ParallelGroup
 from mpicomm.parallel.pipeline import (
@@ -91,16 +92,18 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
         raise ConfigError(f"{ranks} ranks do not split into groups of {K} "
                           f"({'stages' if P > 1 else 'tensor shards'})")
     _check_replica_nodes(cfg, ranks, K)
-    for flag, bad in (("--compress", cfg.compress != "none"), ("--channels", cfg.channels != 1)):
+    for flag, bad in (("--compress", is_given(cfg, "compress", cfg.compress != "none")),
+                      ("--channels", is_given(cfg, "channels", cfg.channels != 1))):
         if ranks == K and bad:
             raise ConfigError(f"{flag} has no effect with one replica ({ranks} ranks = {K} "
                               "parts): it shapes the all-reduce across replicas only")
     refused = [("--strategy zero", cfg.strategy == "zero"), ("--ps-mode", bool(cfg.ps_mode)),
-               ("--accumulate", cfg.accumulate != 1), ("--checkpoint", bool(cfg.checkpoint)),
+               ("--accumulate", is_given(cfg, "accumulate", cfg.accumulate != 1)),
+               ("--checkpoint", bool(cfg.checkpoint)),
                ("--trace", bool(cfg.trace)), ("--straggler/--jitter",
                                                 bool(cfg.straggler or cfg.jitter)),
                ("--device gpu", cfg.device != "cpu"), ("--baseline", cfg.baseline),
-               ("--bucket-mb", cfg.bucket_mb != 25.0),
+               ("--bucket-mb", is_given(cfg, "bucket_mb", cfg.bucket_mb != 25.0)),
                ("--dedicated", cfg.dedicated),  # every rank holds a part: none can only serve
                ("--tensorboard", bool(cfg.tensorboard)),  # the loop's writer: not this runner
                ("--no-overlap", not cfg.overlap),  # no backward thread here to turn off

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import is_given
 from mpicomm.core.options import ReducerOptions
 from mpicomm.engine import PSEngine, ps_codec
 from mpicomm.ps import PSGroup, PSServer, layout
@@ -43,7 +44,7 @@ def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> 
     ps_codec(cfg.compress)  # fp16 / int8 only
     if not single_run:
         return
-    if cfg.bucket_mb != PS_DEFAULT_BUCKET_MB:
+    if is_given(cfg, "bucket_mb", cfg.bucket_mb != PS_DEFAULT_BUCKET_MB):
         raise ConfigError("--bucket-mb has no effect under --ps-mode: a worker pushes one "
                           "range to each server per step")
     if cfg.validate is not None:

@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import is_given
 from mpicomm.engine.zero import ZERO_STAGES, ZeroEngine
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.sgd import SGD
@@ -42,16 +44,19 @@ def check_zero_flags(cfg: TrainConfig, *, single_run: bool = True) -> None:
         return
     if cfg.zero_stage not in ZERO_STAGES:
         raise ConfigError(f"--zero-stage must be 1 or 2, got {cfg.zero_stage!r}")
+    given = functools.partial(is_given, cfg)  # a flag set on the command line counts
     refused = [("--compress", cfg.compress != "none", "the shards travel as plain floats"),
                ("--checkpoint", bool(cfg.checkpoint), "each rank holds only its momentum shard"),
-               ("--accumulate", cfg.accumulate != 1, "one backward per optimizer step"),
+               ("--accumulate", given("accumulate", cfg.accumulate != 1),
+                "one backward per optimizer step"),
                ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy"),
-               (f"--channels {cfg.channels}", cfg.channels != 1,
+               (f"--channels {cfg.channels}", given("channels", cfg.channels != 1),
                 "its reduce-scatter and all-gather run one ring"),
                ("--dedicated", cfg.dedicated, "every rank serves its own shard (S = p, "
                 "colocated); for dedicated servers use --strategy ps"),
-               (f"--servers {cfg.servers}", cfg.servers != 1, "every rank serves its own shard "
-                "(S = p, colocated); for S servers use --strategy ps")]
+               (f"--servers {cfg.servers}", given("servers", cfg.servers != 1),
+                "every rank serves its own shard (S = p, colocated); for S servers use "
+                "--strategy ps")]
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")

@@ -86,6 +86,13 @@ def test_layouts_refuse_strategies():
     out = res.stdout + res.stderr
     assert not res.timed_out and res.returncode == 2, res.tail()
     assert out.count("--strategies has no effect with --layouts") == 1, res.tail()
+    # typed at its default value, it is as ineffective (it ran the layouts, exit 0)
+    res = run_mpi(2, ["-m", "mpicomm", "compare", "--layouts", "dp,tp2", "--strategies",
+                      "native,ps,ring,hierarchical", "--layers", "8,16,16,4", "--steps", "100000"],
+                  timeout=60)
+    out = res.stdout + res.stderr
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    assert out.count("--strategies has no effect with --layouts") == 1, res.tail()
     res = run_mpi(2, ["-m", "mpicomm", "compare", "--layouts", "dp,tp2", "--explain",
                       "--layers", "8,16,16,4", "--steps", "100000"], timeout=60)
     out = res.stdout + res.stderr
