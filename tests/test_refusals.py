@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
     (2, ["--strategy", "ps", "--ps-mode", "sync", "--bucket-mb", "25"],
      "--bucket-mb has no effect under --ps-mode"),
     (2, ["--holdout", "0.1"], "--holdout 0.1 sets the held-out fraction of --data"),
+    (2, ["--pipeline-stages", "2", "--overlap"], "--overlap is not supported with"),
 ])
 def test_refused_in_one_line_with_exit_2(tmp_path, nranks, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -306,3 +307,20 @@ def test_the_command_line_tells_a_flag_given_at_its_default():
                               ranks=2)
     # a config built in Python has no command line: its values alone tell, as before
     check_world(TrainConfig(holdout=0.1), 2)
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["--strategy", "zero"], "--strategy zero"),
+    (["--strategy", "ps", "--ps-mode", "sync"], "--ps-mode")])
+def test_overlap_typed_is_refused_where_nothing_overlaps(argv, name):
+    """``--overlap`` is the default, so typing it passed the value check and ran, exit 0; with
+    no communication thread to turn on it is as ineffective as ``--no-overlap``."""
+    from mpicomm.train import ps_setup, zero_setup
+
+    cfg = TrainConfig.from_args(_given("train", *argv, "--overlap"), ranks=4)
+    with pytest.raises(ConfigError, match=f"^--overlap has no effect (with|under) {name}"):
+        ps_setup.check_ps_flags(cfg, 4)
+        zero_setup.check_zero_flags(cfg)
+    cfg = TrainConfig.from_args(_given("train", *argv), ranks=4)  # not typed: nothing refused
+    ps_setup.check_ps_flags(cfg, 4)
+    zero_setup.check_zero_flags(cfg)

@@ -106,7 +106,8 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
                ("--bucket-mb", is_given(cfg, "bucket_mb", cfg.bucket_mb != 25.0)),
                ("--dedicated", cfg.dedicated),  # every rank holds a part: none can only serve
                ("--tensorboard", bool(cfg.tensorboard)),  # the loop's writer: not this runner
-               ("--no-overlap", not cfg.overlap),  # no backward thread here to turn off
+               ("--overlap" if cfg.overlap else "--no-overlap",  # no backward thread here
+                is_given(cfg, "overlap", not cfg.overlap)),
                ("--nvtx", bool(cfg.nvtx))]  # the loop's ranges: not this runner's
     for flag, bad in refused:
         if bad:

@@ -50,8 +50,9 @@ def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> 
     if cfg.validate is not None:
         raise ConfigError("--validate/--no-validate has no effect under --ps-mode: the "
                           "servers' protocol fixes every message's size")
-    if not cfg.overlap:
-        raise ConfigError("--no-overlap has no effect under --ps-mode: a worker pushes after "
+    if is_given(cfg, "overlap", not cfg.overlap):  # --overlap typed: as ineffective
+        flag = "--overlap" if cfg.overlap else "--no-overlap"
+        raise ConfigError(f"{flag} has no effect under --ps-mode: a worker pushes after "
                           "backward, with no communication thread to turn off")
 
 

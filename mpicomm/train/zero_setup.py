@@ -60,8 +60,9 @@ def check_zero_flags(cfg: TrainConfig, *, single_run: bool = True) -> None:
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")
-    if single_run and not cfg.overlap:  # no communication thread: nothing to turn off
-        raise ConfigError("--no-overlap has no effect with --strategy zero: its buckets are "
+    if single_run and given("overlap", not cfg.overlap):  # no communication thread
+        flag = "--overlap" if cfg.overlap else "--no-overlap"
+        raise ConfigError(f"{flag} has no effect with --strategy zero: its buckets are "
                           "reduced on the training thread (stage 1 after backward, stage 2 "
                           "inside it)")
 
