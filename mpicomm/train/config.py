@@ -99,6 +99,9 @@ class TrainConfig(ReducerFields):
     bucket_mb: float = 25.0             # engine: bucket size in MB (MiB), as DDP; 0 = one
                                         # allreduce per weight and per bias
     overlap: bool = True                # engine: reduce full buckets during backward
+    overlap_forward: bool = False       # engine: also hide the buckets still reducing when
+                                        # backward ends behind the next forward, first layer
+                                        # first (ByteScheduler's priority; docs/engine.md)
     accumulate: int = 1                 # engine: micro-batches per optimizer step (reduce once)
     trace: str | None = None            # Chrome-trace JSON of every rank (Perfetto)
     trace_steps: str | None = None      # record only steps A:B (0-based, B excluded)
@@ -255,6 +258,7 @@ def _validate(cfg: TrainConfig) -> None:
             bad("--trace-steps needs --trace PATH")
     _check_trace_window_in_run(cfg)
     _validate_ps_and_delays(cfg, bad)
+    _check_overlap_forward(cfg, bad)
     if cfg.nvtx:  # the package missing: one line and exit 2, before any message
         nvtx.require()
     if cfg.tensorboard:
@@ -301,6 +305,27 @@ def _check_data_flags(cfg: TrainConfig, bad: Any) -> None:
     if sizes:
         bad(f"{' and '.join(sizes)} size the synthetic task; with --data {cfg.data} the data "
             "set decides (docs/data.md)")
+
+
+def _check_overlap_forward(cfg: TrainConfig, bad: Any) -> None:
+    """--overlap-forward needs the sync engine's communication thread on every rank."""
+    if not cfg.overlap_forward:
+        return
+    refused = [("--no-overlap", not cfg.overlap, "there is no communication thread to run "
+                "the reductions behind the forward"),
+               ("--ps-mode", cfg.ps_mode is not None, "the servers apply the update; a worker "
+                "pulls the whole model before its forward"),
+               ("--strategy zero", cfg.strategy == "zero", "its buckets are reduced on the "
+                "training thread"),
+               ("--dedicated", cfg.dedicated, "every rank must be a worker, which agrees on the "
+                "order of the buckets"),
+               ("--pipeline-stages", cfg.pipeline_stages > 1, "the stages' runner has no "
+                "gradient engine"),
+               ("--tensor-parallel", cfg.tensor_parallel > 1, "the parts' runner has no "
+                "gradient engine")]
+    for flag, refuse, why in refused:
+        if refuse:
+            bad(f"--overlap-forward cannot take effect with {flag}: {why}")
 
 
 def _digits_layers(cfg: TrainConfig) -> None:

@@ -14,7 +14,9 @@
             parameter server gets its key range and optimizer here
 5. loop     per step: K micro-batches forward+backward (buckets leave as they fill)
             → each reduced bucket's SGD update → checkpoint; the same lines for both
-            engines (a PS engine yields no bucket: its servers applied the update)
+            engines (a PS engine yields no bucket: its servers applied the update);
+            ``--overlap-forward``: the buckets the engine defers are applied by the next
+            forward, each just before its first layer (``ForwardUpdates``)
 6. record   times and bytes over ranks, final loss/accuracy (``train.record``)
 
 The loop never calls MPI: gradients meet in the reducer or the servers, through
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, nvtx
+from mpicomm.core import clock, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
@@ -285,7 +287,8 @@ def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngi
     m = job.model
     engine = GradEngine(world.reducer, m.grads, m.tensors, m.spans,
                         bucket_bytes=cfg.bucket_mb * 2**20, overlap=cfg.overlap,
-                        accumulate=cfg.accumulate)
+                        accumulate=cfg.accumulate, overlap_forward=cfg.overlap_forward,
+                        agree_comm=world.comm)  # every rank a worker (config: no --dedicated)
     if job.codec_state is not None and hasattr(world.reducer, "load_codec_state"):
         world.reducer.load_codec_state(job.codec_state)  # error feedback, as saved
     return engine
@@ -313,6 +316,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
               cfg.weight_decay)
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     window = cfg.trace_window()
+    ahead = ForwardUpdates(engine, sgd) if getattr(engine, "overlap_forward", False) else None
     perf = clock.now
     origin = t0 = perf()
     for i in range(n_max):
@@ -321,14 +325,16 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         rec = _trace_step(tracer, step, window)
         lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
         engine.start_step(step, lr)
-        loss, compute, in_backward = _forward_backward(cfg, job, engine, rec)  # 5a.
+        fb = _forward_backward(cfg, job, engine, rec, ahead)                    # 5a.
+        loss, compute, in_backward, ahead_s = fb
         t2 = perf()
-        for bucket in engine.reduced():                                        # 5b.
+        defer = ahead is not None and ahead.may_defer(i, n_max, _checkpoint_due(cfg, step), lr)
+        for bucket in engine.reduced(defer=defer) if defer else engine.reduced():  # 5b.
             t = perf() if rec is not None else 0.0
             sgd.update(bucket.index, lr)
-            if rec is not None:
-                rec.complete(f"optimizer bucket {bucket.index}", "optimizer", t, perf(),
-                             thread="training")
+            if rec is not None:  # stamp: every bucket's SGD ends on this line
+                rec.complete(f"optimizer bucket {bucket.index}", "optimizer", t,
+                             clock.stamp(bucket.index), thread="training")
         if world.xp is not np:
             sync_device(model.params)
         t4 = perf()
@@ -336,7 +342,8 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         losses[i] = float(loss)
         _log(cfg, world, step, i, lr, losses, times, t4 - t0)
         t5 = perf()
-        times[i] = (t5 - t0, compute, exposed, t4 - t2 - (exposed - in_backward), total)
+        times[i] = (t5 - t0, compute, exposed,
+                    t4 - t2 - (exposed - in_backward) + ahead_s, total)
         out["ends"][i] = t5 - origin
         if rec is not None:
             rec.complete(f"step {step}", "step", t0, t5, thread="training")
@@ -364,28 +371,56 @@ def _ran(out: dict, n: int) -> dict:
     return out
 
 
-def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine,
-                      rec: Any) -> tuple[float, float, float]:
+class ForwardUpdates:
+    """``--overlap-forward``: the SGD of the buckets the engine deferred, run by the next
+    forward just before the first layer each holds (``GradEngine.ready_for``)."""
+
+    def __init__(self, engine: GradEngine, sgd: SGD) -> None:
+        self.engine, self.sgd, self.lr, self.seconds = engine, sgd, 0.0, 0.0
+
+    def may_defer(self, i: int, n: int, checkpoint: bool, lr: float) -> bool:
+        """Whether step ``i`` of ``n`` may leave its tail to the next forward (not the last
+        step, nor one whose parameters are saved); keep its ``lr`` for that update."""
+        self.lr = lr
+        return i < n - 1 and not checkpoint
+
+    def __call__(self, layer: int) -> None:
+        rec = trace.active()
+        for bucket in self.engine.ready_for(layer):
+            t = clock.now()
+            self.sgd.update(bucket.index, self.lr)
+            t1 = clock.stamp(bucket.index)  # every bucket's SGD ends on this line
+            self.seconds += t1 - t
+            if rec is not None:
+                rec.complete(f"optimizer bucket {bucket.index}", "optimizer", t, t1,
+                             thread="training")
+
+
+def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine, rec: Any,
+                      ahead: ForwardUpdates | None) -> tuple[float, float, float, float]:
     """Run the step's micro-batches; return (summed mean loss / K, compute seconds, seconds of
-    communication the engine spent inside backward, which are not compute)."""
+    communication the engine spent inside forward and backward, which are not compute, and
+    seconds of the previous step's SGD run inside the first forward, ``--overlap-forward``)."""
     perf = clock.now
     loss, compute, in_backward, K = 0.0, 0.0, 0.0, cfg.accumulate
+    updated = ahead.seconds if ahead is not None else 0.0
     for k in range(K):
         xb, yb = job.shard.next()
         t = perf()
         if k == 0 and job.delays is not None:
             job.delays.sleep()  # --straggler / --jitter: counted as compute
-        loss += float(job.model.forward(xb, yb))
+        sent = engine.comm_exposed_s  # waits in forward (deferred buckets) and in backward
+        loss += float(job.model.forward(xb, yb, ahead if k == 0 else None))  # (ZeRO-2): comm
         if rec is not None:
             rec.complete("forward", "forward", t, perf(), thread="training")
-        sent = engine.comm_exposed_s  # ZeRO-2 reduce-scatters inside backward: comm, not compute
         engine.backward(job.model.backward(), last=k == K - 1)
         if engine.on_gpu:
             sync_device(job.model.grads)
         waited = engine.comm_exposed_s - sent
         in_backward += waited
         compute += perf() - t - waited
-    return loss / K, compute, in_backward
+    ahead_s = ahead.seconds - updated if ahead is not None else 0.0
+    return loss / K, compute - ahead_s, in_backward, ahead_s
 
 
 def _trace_step(tracer: TraceFile | None, step: int, window: tuple[int, int]) -> Any:

@@ -24,7 +24,7 @@ so a training step allocates nothing proportional to the model or the batch.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -246,16 +246,20 @@ class MLP:
             bufs = self._bufs[batch] = _Buffers(self.xp, self.layers, batch, self.dtype)
         return bufs
 
-    def forward(self, x: Any, y: Any) -> Any:
+    def forward(self, x: Any, y: Any, before_layer: Callable[[int], None] | None = None) -> Any:
         """Return the mean softmax cross-entropy of the batch (0-d array); keep state for backward.
 
         Args:
             x: (batch, features) array of the model's dtype.
             y: (batch,) int64 class labels.
+            before_layer: called with i before layer i runs (the engine's deferred
+                buckets: the parameters of layer i are final once it returns).
         """
         bufs = self._cur = self._buffers(x.shape[0])
         h = x
         for i, lin in enumerate(self.linears):
+            if before_layer is not None:
+                before_layer(i)
             h = lin.forward(h, bufs.z[i])
             if i < len(bufs.relus):
                 h = bufs.relus[i].forward(h)

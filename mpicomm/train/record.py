@@ -88,6 +88,7 @@ class RunRecord:
     allreduce_calls_per_step: int
     bucket_mb: float
     overlap: bool
+    overlap_forward: bool
     accumulate: int
     baseline_samples_per_sec: float | None
     scaling_efficiency: float | None
@@ -172,7 +173,8 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         comm_share=share(exposed), optimizer_share=share(opt), other_share=share(other),
         **moved, **scores(cfg, world, job, losses, len(losses)), **hist,
         buckets=buckets, allreduce_calls_per_step=buckets, bucket_mb=cfg.bucket_mb,
-        overlap=overlap, accumulate=cfg.accumulate, baseline_samples_per_sec=baseline_sps,
+        overlap=overlap, overlap_forward=bool(overlap and cfg.overlap_forward),
+        accumulate=cfg.accumulate, baseline_samples_per_sec=baseline_sps,
         scaling_efficiency=sps / (W * baseline_sps) if baseline_sps else None,
         resumed_from_step=job.start_step if cfg.resume else None,
         checkpoint_s=float(out["checkpoint_s"]), reducer=world.reducer.describe(),

@@ -67,9 +67,10 @@ def test_comm_thread_failure_ends_the_job_with_one_message_and_a_valid_trace(tmp
 
 
 @pytest.mark.slow  # a training run of several seconds (CI's slow step)
-def test_resume_is_bit_identical_with_buckets_and_overlap(tmp_path):
+@pytest.mark.parametrize("ahead", [[], ["--overlap-forward"]])  # checkpoints wait for the tail
+def test_resume_is_bit_identical_with_buckets_and_overlap(tmp_path, ahead):
     common = [*SMALL, "--strategy", "ring", "--batch-size", "8", "--train-samples", "200",
-              "--bucket-mb", "0.002", "--overlap"]
+              "--bucket-mb", "0.002", "--overlap", *ahead]
     train(2, *common, "--steps", "16", "--checkpoint", tmp_path / "full.npz")
     ck = tmp_path / "part.npz"
     train(2, *common, "--steps", "9", "--checkpoint", ck, "--checkpoint-every", "3")
@@ -124,3 +125,19 @@ def test_trace_has_one_pid_per_rank_named_threads_and_only_the_traced_steps(tmp_
 
 def test_async_reducer_from_a_user_script():
     run_script(3, "../engine/scripts/async_user.py", timeout=60).expect_ok()
+
+
+def test_a_traced_virtual_run_charges_each_layer_its_own_backward(tmp_path):
+    """The per-layer trace events between bucket hand-overs shared one segment key, so every
+    layer's backward was charged the cheapest layer's (a traced run 4x faster in backward)."""
+    out = tmp_path / "t.json"
+    train(2, *SMALL, "--layers", "16,256,256,4", "--strategy", "ring", "--steps", "6",
+          "--bucket-mb", "0", "--ranks-per-node", "1", "--inter-link", "10us,1GB/s",
+          "--clock", "virtual", "--trace", out)
+    events = [e for e in json.loads(out.read_text()) if e["ph"] == "X" and e["cat"] == "backward"]
+    def dur(pid, layer):
+        return np.median([e["dur"] for e in events
+                          if e["pid"] == pid and e["name"] == f"backward layer {layer}"])
+
+    for pid in (0, 1):
+        assert dur(pid, 1) > 4 * dur(pid, 2), (pid, dur(pid, 1), dur(pid, 2))  # 256x256, 256x4
