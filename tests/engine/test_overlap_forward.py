@@ -123,3 +123,32 @@ def test_a_checkpoint_written_mid_run_holds_every_bucket(tmp_path):
     assert step == 6
     np.testing.assert_array_equal(saved, params(straight)[0])
     np.testing.assert_array_equal(vsaved, params(straight)[1])
+
+
+def _flops(layers, batch):
+    """(forward, backward) flops of the MLP's matmuls: x·W; xᵀ·dy and, but in layer 0, dy·Wᵀ."""
+    pairs = list(zip(layers[:-1], layers[1:], strict=True))
+    forward = sum(2 * batch * a * b for a, b in pairs)
+    return forward, forward + sum(2 * batch * a * b for a, b in pairs[1:])
+
+
+def test_in_virtual_time_the_next_forward_hides_what_backward_cannot():
+    """The compute is charged by a flop model (the rest of the CPU time x 1e-9), so the run is
+    the schedule alone, on any host: plain overlap hides at most backward/comm; with
+    --overlap-forward more than that, at most (forward + backward)/comm; the step falls."""
+    spf = 1e-11  # seconds per flop: forward 2.5 ms, backward 4.9 ms against 16.6 ms of comm
+    res = run_mpi(2, ["-m", "mpi4py", str(SCRIPTS / "overlap_virtual.py"), str(spf),
+                      "overlap,ahead,off"], timeout=120)
+    res.expect_ok()
+    runs = next(r["runs"] for r in res.records if r["rank"] == 0)
+    plain, ahead, off = runs["overlap"], runs["ahead"], runs["off"]
+    forward, backward = (f * spf for f in _flops((256,) + (512,) * 8 + (10,), 64))
+    comm = off["comm_total_s"]
+    assert {r["final_loss"] for r in runs.values()} == {off["final_loss"]}  # the same run
+    for r in runs.values():
+        assert abs(r["compute_s"] - (forward + backward)) < 1e-3 * (forward + backward), r
+        assert abs(r["comm_total_s"] - comm) < 1e-3 * comm, r
+    assert off["overlap_fraction"] == 0 and off["step_time_mean_s"] >= forward + backward + comm
+    assert 0.15 < plain["overlap_fraction"] <= backward / comm + 0.005, (plain, backward / comm)
+    assert backward / comm + 0.02 < ahead["overlap_fraction"] <= (forward + backward) / comm
+    assert ahead["step_time_mean_s"] < 0.97 * plain["step_time_mean_s"] < off["step_time_mean_s"]
