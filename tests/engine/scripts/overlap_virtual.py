@@ -13,9 +13,8 @@ pipeline's). Layers 256,512x8,10, batch 64, 8 buckets of 1 MiB, 2 ranks as 2 nod
 """
 
 import sys
-import types
 
-import numpy as np
+import flop_model
 from mpi4py import MPI
 from mpi_harness import report
 
@@ -26,17 +25,7 @@ from mpicomm.train import model
 from mpicomm.train.blas import limit_blas_threads
 
 SECONDS_PER_FLOP = float(sys.argv[1])
-
-
-def _charged_matmul(a, b, out=None):
-    """``np.matmul`` that also charges its 2·m·k·n flops to the virtual clock."""
-    r = np.matmul(a, b, out=out)
-    clock.virtual().charge(2.0 * a.shape[0] * a.shape[1] * b.shape[1] * SECONDS_PER_FLOP)
-    return r
-
-
-flop_numpy = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
-flop_numpy.matmul = _charged_matmul
+flop_numpy = flop_model.flop_numpy(SECONDS_PER_FLOP)
 _init = model.Linear.__init__
 
 

@@ -16,9 +16,8 @@ Rank 0 reports per run ``bubble_measured``, ``bubble_formula``, ``idle_share_by_
 """
 
 import sys
-import types
 
-import numpy as np
+import flop_model
 from mpi4py import MPI
 from mpi_harness import report
 
@@ -29,17 +28,7 @@ from mpicomm.train import loop as L
 from mpicomm.train.blas import limit_blas_threads
 
 SECONDS_PER_FLOP = 1e-10  # 10 GFLOP/s: F of a 64-row micro-batch, 13.4 ms
-
-
-def _charged_matmul(a, b, out=None):
-    """``np.matmul`` that also charges its 2·m·k·n flops to the virtual clock."""
-    r = np.matmul(a, b, out=out)
-    clock.virtual().charge(2.0 * a.shape[0] * a.shape[1] * b.shape[1] * SECONDS_PER_FLOP)
-    return r
-
-
-flop_numpy = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
-flop_numpy.matmul = _charged_matmul
+flop_numpy = flop_model.flop_numpy(SECONDS_PER_FLOP)
 stage.np = flop_numpy  # the stages' NumPy: the same, but a matmul is charged its flops
 
 world = MPI.COMM_WORLD
