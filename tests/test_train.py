@@ -170,6 +170,23 @@ def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
 
 
 @pytest.mark.slow  # a training run of several seconds (CI's slow step)
+@pytest.mark.parametrize("nranks, fields", [
+    (2, {"strategy": "ring"}),
+    (3, {"strategy": "ps", "ps_mode": "sync"}),  # 2 workers and a server
+])
+def test_worker_0s_save_is_checkpoint_time_not_the_others_next_step(tmp_path, nranks, fields):
+    """Worker 0 saves while the others go on: their next step's first message waited for it,
+    and a save of 0.25 s showed up as a step of 0.25 s on every other worker."""
+    run = dict(layers=[16, 32, 4], batch_size=8, steps=10, train_samples=512, test_samples=64,
+               eval_samples=64, log_every=0, checkpoint=str(tmp_path / "c.npz"),
+               checkpoint_every=2, **fields)
+    res = run_script(nranks, "slow_save.py", "0.25", json.dumps(run), timeout=120)
+    res.expect_ok()
+    rec = next(r for r in res.records if r["rank"] == 0)
+    assert max(rec["step_times_s"]) < 0.05, rec["step_times_s"]  # steps of ~1 ms; a leak: 0.12
+    assert rec["checkpoint_s"] >= 5 * 0.25, rec  # 5 saves, each counted where it happened
+
+
 def test_bad_checkpoints_give_clear_errors(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"this is not a zip file")

@@ -110,6 +110,8 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     if keep is not None and world.is_worker:
         keep["params"] = job.model.params.copy()
     world.reducer.close()  # workers: tell the servers we are done; everyone: free the comm
+    if world.workers_comm is not None:
+        metrics.free(world.workers_comm, unless=world.comm)
     if tracer is not None:
         tracer.close()
     record = build_record(cfg, world, job, times, baseline_sps).as_dict()   # 6.
@@ -133,6 +135,7 @@ class World:
     xp: Any                   # numpy or cupy
     say: Any                  # print on worker 0 when verbose, else nothing
     max_steps: int = 0        # steps a worker may run (async PS: until the servers say stop)
+    workers_comm: Any = None  # the workers alone (--checkpoint-every: they wait for the save)
 
 
 def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
@@ -161,8 +164,11 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     P, w = reducer.num_workers, reducer.worker_rank
     say = print if (verbose and reducer.is_worker and w == 0) else (lambda *a, **k: None)
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
+    # --checkpoint-every: every worker waits for worker 0's save, which is then checkpoint time
+    # on each, not the next step's (the others' first message would wait for worker 0)
+    saves = metrics.workers_only(comm, reducer.is_worker) if cfg.checkpoint_every else None
     return World(comm, reducer, reducer.is_worker, P, w, cfg.batch_size * P * cfg.accumulate,
-                 xp, say, steps)
+                 xp, say, steps, saves)
 
 
 def check_same_flags(cfg: TrainConfig, comm: Any) -> None:
@@ -354,6 +360,8 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
                 exact = getattr(engine, "server_params", None)  # compressed PS: theirs too
                 _save(cfg, world, job, step,
                       codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
+            if world.workers_comm is not None:  # the save is every worker's checkpoint time
+                metrics.barrier(world.workers_comm)
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
         nvtx.pop()

@@ -23,6 +23,8 @@ __all__ = [
     "quiet_barrier",
     "solo_comm",
     "world",
+    "workers_only",
+    "free",
 ]
 
 
@@ -70,6 +72,23 @@ def gather_rows(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
     out = np.empty((comm.Get_size(), values.size), dtype=np.float64)
     comm.Allgather(values, out)
     return out
+
+
+def workers_only(comm: MPI.Comm, is_worker: bool) -> MPI.Comm:
+    """Return a communicator of the workers of ``comm`` (``MPI.COMM_NULL`` on a server).
+
+    Collective over ``comm``; ``comm`` itself when every rank is a worker (no new one)."""
+    everyone = np.array([1 if is_worker else 0], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, everyone, MPI.MIN)
+    if everyone[0]:
+        return comm
+    return comm.Split(0 if is_worker else MPI.UNDEFINED, comm.Get_rank())
+
+
+def free(comm: MPI.Comm, unless: MPI.Comm) -> None:
+    """Free ``comm`` (made by ``workers_only``) unless it is ``unless`` or ``MPI.COMM_NULL``."""
+    if comm is not unless and comm != MPI.COMM_NULL:
+        comm.Free()
 
 
 def barrier(comm: MPI.Comm) -> None:
