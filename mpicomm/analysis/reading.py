@@ -28,7 +28,8 @@ LEGEND = [  # (printed column names, meaning): one entry per group of columns
      "shares of the step: forward+backward / allreduce / SGD update / the rest (data, Python)"),
     (("comm ms", "model ms"), "allreduce ms per step the training waited for (exposed) / α-β-γ "
      "model"),
-    (("overlap",), "share of the allreduce time hidden behind backward: 1 - exposed/total"),
+    (("overlap",), "share of the allreduce time hidden behind compute (backward, the SGD of "
+                   "earlier buckets, with --overlap-forward the next forward): 1 - exposed/total"),
     (("calls",), "allreduce calls (buckets) per optimizer step"),
     (("KB/step",), "KB (1000 B) sent per step by the busiest rank"),
     (("loss", "train", "test"), "final loss / accuracy on training rows / on held-out rows"),

@@ -23,7 +23,7 @@ COLUMNS = [  # header, record key, format
     ("opt", "optimizer_share", "%"),
     ("other", "other_share", "%"),
     ("comm ms", "comm_s", "ms"),                # exposed comm per step (training thread waited)
-    ("overlap", "overlap_fraction", "%"),       # comm hidden behind backward: 1 - exposed/total
+    ("overlap", "overlap_fraction", "%"),       # comm hidden behind compute: 1 - exposed/total
     ("calls", "allreduce_calls_per_step", "{}"),  # buckets reduced per optimizer step
     ("model ms", "predicted_comm_s", "ms"),     # costmodel.predict (compare only)
     ("KB/step", "bytes_per_step", "kb"),         # sent by the busiest rank
