@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
      "--bucket-mb has no effect under --ps-mode"),
     (2, ["--holdout", "0.1"], "--holdout 0.1 sets the held-out fraction of --data"),
     (2, ["--pipeline-stages", "2", "--overlap"], "--overlap is not supported with"),
+    # a clock flag under the wall clock: one line and exit 2, no MPI_Abort banner (it had one)
+    (2, ["--compute-scale", "2", "--clock", "wall"], "--compute-scale: virtual-clock only"),
+    (2, ["--flop-rate", "1e11", "--clock", "wall"], "--flop-rate: virtual-clock only"),
 ])
 def test_refused_in_one_line_with_exit_2(tmp_path, nranks, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -173,16 +173,51 @@ def _run(module, args: argparse.Namespace):
         except ValueError as exc:  # before: a traceback on every rank at reducer creation
             raise ConfigError(str(exc)) from None
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
-        from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
+        failure = None
+        try:
+            _install_clock(args)  # no message
+        except ConfigError as exc:
+            failure = exc
+        if not getattr(module, "USES_MPI", False):
+            if failure is not None:
+                raise failure
+        else:  # one line and exit 2 on every rank, never MPI_Abort and its banner
+            from mpicomm.train import metrics
 
-        name = virtual.install_for(getattr(args, "clock", None), args.compute_scale,
-                                   getattr(args, "ranks_per_node", None), args.inter_link,
-                                   args.intra_link, getattr(args, "links_from", None),
-                                   getattr(args, "nics_per_node", None))
-        if name == "virtual" and getattr(args, "device", "cpu") == "gpu":
-            raise ConfigError(VIRTUAL_ON_GPU)
-        _check_links_reach(args)
+            bad = metrics.first_failure(metrics.world(), failure is not None)
+            if bad < 0:
+                try:
+                    _check_links_reach(args)  # collective: the same answer on every rank
+                except ConfigError as exc:
+                    failure, bad = exc, 0
+            if bad >= 0:
+                return _refused(args, failure, bad)
     return module.run(args)
+
+
+def _install_clock(args: argparse.Namespace) -> None:
+    """Install the clock of ``--clock`` and its flags (``virtual.install_for``; no message)."""
+    from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
+
+    name = virtual.install_for(getattr(args, "clock", None), args.compute_scale,
+                               getattr(args, "ranks_per_node", None), args.inter_link,
+                               args.intra_link, getattr(args, "links_from", None),
+                               getattr(args, "nics_per_node", None),
+                               getattr(args, "flop_rate", None))
+    if name == "virtual" and getattr(args, "device", "cpu") == "gpu":
+        raise ConfigError(VIRTUAL_ON_GPU)
+
+
+def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int:
+    """A clock flag refused (``bad``: the lowest rank that refused it, which says it in one
+    line; ranks started with other flags or environment may disagree): every rank returns 2,
+    without ``MPI_Abort`` and its banner."""
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank() == bad and exc is not None:
+        where = f" (rank {bad} only)" if bad else ""
+        print(f"mpicomm {args._command}: error: {exc}{where}", flush=True)
+    return 2
 
 
 def _check_links_reach(args: argparse.Namespace) -> None:

@@ -558,11 +558,12 @@ def default_clock(ranks_per_node: int | None, inter_link: Any, intra_link: Any) 
 
 def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None,
                 inter_link: Any, intra_link: Any, links_from: str | None = None,
-                nics_per_node: int | None = None) -> str:
+                nics_per_node: int | None = None, flop_rate: float | None = None) -> str:
     """Install the clock a command asks for (``default_clock`` when None); return its name.
 
     Raises ``ConfigError`` for an unknown clock, a scale that is not > 0, or a virtual-clock
-    flag (``--compute-scale`` other than 1, ``--links-from``, ``--nics-per-node``) under the
+    flag (``--compute-scale`` other than 1, ``--links-from``, ``--nics-per-node``,
+    ``--flop-rate``) under the
     wall clock, where it could not take effect; and ``--links-from`` beside both link classes
     set (flags or ``MPICOMM_*_LINK``), where no class would take the measured links."""
     if clock_name is None:
@@ -574,7 +575,8 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
     if clock_name == "wall":
         given = [flag for flag, on in (("--compute-scale", scale != 1),
                                         ("--links-from", bool(links_from)),
-                                        ("--nics-per-node", nics_per_node is not None)) if on]
+                                        ("--nics-per-node", nics_per_node is not None),
+                                        ("--flop-rate", flop_rate is not None)) if on]
         if given:
             raise ConfigError(f"{', '.join(given)}: virtual-clock only, and this run uses the "
                               f"wall clock; add --clock virtual")

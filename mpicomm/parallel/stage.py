@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock
+from mpicomm.core import clock, flops
 
 __all__ = ["Stage"]
 
@@ -147,7 +147,7 @@ class Stage:
             self._recv(h[0], self.s - 1, m)
         last = len(self.weights) - 1
         for j, (W, b) in enumerate(self.weights):
-            np.matmul(h[j], W, out=h[j + 1])
+            flops.matmul(np, h[j], W, h[j + 1])
             h[j + 1] += b
             if j < last or self.relu_last:
                 np.maximum(h[j + 1], 0, out=h[j + 1])
@@ -171,17 +171,17 @@ class Stage:
             np.multiply(self._grad_in, self._mask[-1], out=dy)
         for j in range(len(self.weights) - 1, -1, -1):
             (W, _), (dW, db), (tW, tb) = self.weights[j], self.grads[j], self._tmp[j]
-            np.matmul(h[j].T, dy, out=tW)
+            flops.matmul(np, h[j].T, dy, tW)
             dW += tW
             dy.sum(axis=0, out=tb)
             db += tb
             if j > 0:  # the layer below is ours: through its ReLU
-                np.matmul(dy, W.T, out=self._dx[j])
+                flops.matmul(np, dy, W.T, self._dx[j])
                 np.greater(h[j], 0, out=self._mask[j])
                 np.multiply(self._dx[j], self._mask[j], out=h[j])
                 dy = h[j]
             elif self.s > 0:  # the stage below's output gradient, over our input (now spent)
-                np.matmul(dy, W.T, out=h[0])
+                flops.matmul(np, dy, W.T, h[0])
                 slot.pending.append(self.p2p.isend(h[0], self.s - 1, m))
                 self.sent_bwd += h[0].nbytes
         self._free.append(slot)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, tags
+from mpicomm.core import clock, flops, tags
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
     chunk_bounds,
@@ -156,7 +156,7 @@ class TensorParallel:
         last = len(self.W) - 1
         inp = [x] + h[:-1]                     # layer j's input
         for j, kind in enumerate(self.kinds):  # 1., 2.
-            np.matmul(inp[j], self.W[j], out=h[j])
+            flops.matmul(np, inp[j], self.W[j], h[j])
             if kind == "row":
                 self.sum(h[j].reshape(-1))     # the pair's one forward all-reduce
             h[j] += self.b[j]
@@ -165,13 +165,13 @@ class TensorParallel:
         loss = float(self.criterion.forward(h[last], y))
         dy = self.criterion.backward()         # dloss/dlogits, over the logits
         for j in range(last, -1, -1):          # 3., 4.
-            np.matmul(inp[j].T, dy, out=self.dW[j])
+            flops.matmul(np, inp[j].T, dy, self.dW[j])
             dy.sum(axis=0, out=self.db[j])
             if j == 0:
                 break
             below, mask = inp[j], masks[j - 1]  # layer j−1's output: becomes its gradient
             np.greater(below, 0, out=mask)
-            np.matmul(dy, self.W[j].T, out=below)
+            flops.matmul(np, dy, self.W[j].T, below)
             if self.kinds[j] == "col":         # the pair's one backward all-reduce
                 self.sum(below.reshape(-1))
             below *= mask

@@ -126,6 +126,9 @@ class TrainConfig(ReducerFields):
     schedule: str = "1f1b"              # pipeline: gpipe | 1f1b
     tensor_parallel: int = 1            # T: Megatron-style column/row-parallel layer pairs over T
                                         # ranks (ranks = data parallel x T)
+    flop_rate: float | None = None      # virtual clock: charge every matmul of the model
+                                        # 2·m·k·n flops at this rate (FLOP/s, e.g. 7e10)
+                                        # instead of its CPU time (docs/virtual_clock.md)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -247,6 +250,8 @@ def _validate(cfg: TrainConfig) -> None:
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
+    if cfg.flop_rate is not None and not (np.isfinite(cfg.flop_rate) and cfg.flop_rate > 0):
+        bad(f"--flop-rate must be a number of FLOP/s > 0, got {cfg.flop_rate!r}")
     _hold_reducer_options(cfg, links)
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")

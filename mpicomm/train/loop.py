@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, nvtx, trace
+from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
@@ -87,6 +87,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
+    flops.use(cfg.flop_rate)  # --flop-rate: refused under the wall clock, before any message
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.core import flops
+
 __all__ = ["MLP", "Linear", "ReLU", "SoftmaxCrossEntropy", "parse_layers", "num_params",
            "layer_tensors"]
 
@@ -95,16 +97,16 @@ class Linear:
     def forward(self, x: Any, out: Any) -> Any:
         """Write x @ W + b into ``out`` and remember ``x`` for backward."""
         self.x = x
-        self.xp.matmul(x, self.W, out=out)
+        flops.matmul(self.xp, x, self.W, out)
         out += self.b
         return out
 
     def backward(self, dy: Any, dx: Any | None) -> Any | None:
         """Write dW = xᵀ·dy, db = Σ_rows dy and (unless ``dx`` is None) dx = dy·Wᵀ."""
-        self.xp.matmul(self.x.T, dy, out=self.dW)
+        flops.matmul(self.xp, self.x.T, dy, self.dW)
         dy.sum(axis=0, out=self.db)
         if dx is not None:
-            self.xp.matmul(dy, self.W.T, out=dx)
+            flops.matmul(self.xp, dy, self.W.T, dx)
         return dx
 
 

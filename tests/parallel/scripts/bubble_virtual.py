@@ -1,41 +1,38 @@
 """Rank script: P = 4 pipelines under the virtual clock; report each run's measured bubble.
 
 Usage (under ``python -m mpi4py``): ``bubble_virtual.py RUNS`` with RUNS like
-``1f1b:4,gpipe:16`` (schedule:micro-batches). Every run trains the same 4-layer MLP of
-width 1024 on 1024 rows a step (float32), one stage per rank, its input 1536 wide so
-that stage 0 (no input gradient: F + B = 2·1536·1024) costs what the others do (3·1024²).
+``1f1b:4,gpipe:16`` (schedule:micro-batches). Every run trains the same 4-layer MLP of width
+1024 on 1024 rows a step (float32), one stage per rank, its input 1536 wide so that stage 0
+(no input gradient: F + B = 2·1536·1024) costs what the others do (3·1024²).
 
-The stages' compute is charged by a flop model, not CPU time: the clock charges CPU time
-x 1e-9 (~nothing), and every ``np.matmul`` of a stage charges 2·m·k·n flops at
-``SECONDS_PER_FLOP``. So the stages cost exactly what the formula assumes (equal), on any
-host and under any load, and what is measured is the schedule: the order of F and B, the
-messages between stages (charged by the link model) and the clock's reading of idle time.
-(CPU time as the charge: a stage whose CPU time ran slow for a whole run moved GPipe's
-bubble by -42% on CI's busy host and by -51% here under load; docs/parallelism.md.)
-Rank 0 reports per run ``bubble_measured``, ``bubble_formula``, ``idle_share_by_stage``.
+The stages' compute is charged by a flop model, not CPU time: the clock charges CPU time x
+1e-9 (~nothing), and every matmul of a stage charges 2·m·k·n flops at ``FLOP_RATE``
+(``--flop-rate``, ``mpicomm.core.flops``). So the stages cost exactly what the formula
+assumes (equal), on any host and under any load, and what is measured is the schedule: the
+order of F and B, the messages between stages (charged by the link model) and the clock's
+reading of idle time. (CPU time as the charge: a stage whose CPU time ran slow for a whole
+run moved GPipe's bubble by -42% on CI's busy host and by -51% here under load;
+docs/parallelism.md.) Rank 0 reports per run ``bubble_measured``, ``bubble_formula``,
+``idle_share_by_stage``.
 """
 
 import sys
 
-import flop_model
 from mpi4py import MPI
 from mpi_harness import report
 
 from mpicomm.core import clock
 from mpicomm.p2p import virtual
-from mpicomm.parallel import stage
 from mpicomm.train import loop as L
 from mpicomm.train.blas import limit_blas_threads
 
-SECONDS_PER_FLOP = 1e-10  # 10 GFLOP/s: F of a 64-row micro-batch, 13.4 ms
-flop_numpy = flop_model.flop_numpy(SECONDS_PER_FLOP)
-stage.np = flop_numpy  # the stages' NumPy: the same, but a matmul is charged its flops
+FLOP_RATE = 1e10  # 10 GFLOP/s: F of a 64-row micro-batch, 13.4 ms
 
 world = MPI.COMM_WORLD
 virtual.install(1e-9)
 limit_blas_threads(1)
 kw = dict(layers=(1536,) + (1024,) * 4, batch_size=1024, steps=6, train_samples=2048,
-          test_samples=64, log_every=0, pipeline_stages=4)
+          test_samples=64, log_every=0, pipeline_stages=4, flop_rate=FLOP_RATE)
 out = {}
 for spec in sys.argv[1].split(","):
     kind, M = spec.split(":")

@@ -1,0 +1,46 @@
+"""--flop-rate: under the virtual clock the model's matmuls are charged their flops at the
+rate, not their CPU time (mpicomm/core/flops.py); refused in one line under the wall clock."""
+
+import json
+
+from mpi_harness import run_mpi
+
+LAYERS = (64, 256, 256, 10)
+BATCH = 32
+
+
+def _flops(layers, batch):
+    """Forward and backward flops of the MLP: x·W per layer; xᵀ·dy per layer and dy·Wᵀ but
+    in layer 0."""
+    pairs = list(zip(layers[:-1], layers[1:], strict=True))
+    forward = sum(2 * batch * a * b for a, b in pairs)
+    return forward + forward + sum(2 * batch * a * b for a, b in pairs[1:])
+
+
+def _train(tmp_path, name, *flags):
+    out = tmp_path / f"{name}.json"
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--layers", ",".join(map(str, LAYERS)),
+                      "--batch-size", str(BATCH), "--steps", "8", "--log-every", "0",
+                      "--train-samples", "512", "--test-samples", "64", "--eval-samples", "64",
+                      "--clock", "virtual", "--json", str(out), *flags], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    return json.loads(out.read_text())["results"][0]
+
+
+def test_compute_is_the_models_flops_at_the_rate_and_repeats_exactly(tmp_path):
+    rate = 1e10
+    runs = [_train(tmp_path, f"r{i}", "--flop-rate", str(rate), "--compute-scale", "1e-9")
+            for i in range(2)]
+    want = _flops(LAYERS, BATCH) / rate  # 1.52 ms a step
+    for r in runs:
+        assert abs(r["compute_s"] - want) < 1e-3 * want, (r["compute_s"], want)
+    a, b = (r["step_time_mean_s"] for r in runs)
+    assert abs(a - b) < 1e-6 * a, (a, b)  # the model alone: CPU time counts x 1e-9
+
+
+def test_a_matmuls_cpu_time_is_not_charged(tmp_path):
+    """At a rate far above this CPU's, the compute is what is left besides the matmuls (ReLU,
+    the loss, Python): far less than the same run charged by CPU time."""
+    cpu = _train(tmp_path, "cpu")
+    fast = _train(tmp_path, "fast", "--flop-rate", "1e15")
+    assert fast["compute_s"] < 0.6 * cpu["compute_s"], (fast["compute_s"], cpu["compute_s"])
