@@ -216,7 +216,9 @@ def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int
 
     if MPI.COMM_WORLD.Get_rank() == bad and exc is not None:
         where = f" (rank {bad} only)" if bad else ""
-        print(f"mpicomm {args._command}: error: {exc}{where}", flush=True)
+        sys.stdout.flush()
+        sys.stderr.write(f"mpicomm {args._command}: error: {exc}{where}\n")
+        sys.stderr.flush()
     return 2
 
 
