@@ -3,6 +3,7 @@ rate, not their CPU time (mpicomm/core/flops.py); refused in one line under the 
 
 import json
 
+import pytest
 from mpi_harness import run_mpi
 
 LAYERS = (64, 256, 256, 10)
@@ -38,6 +39,7 @@ def test_compute_is_the_models_flops_at_the_rate_and_repeats_exactly(tmp_path):
     assert abs(a - b) < 1e-6 * a, (a, b)  # the model alone: CPU time counts x 1e-9
 
 
+@pytest.mark.slow  # two training runs (the default tier's time budget, docs/testing.md)
 def test_a_matmuls_cpu_time_is_not_charged(tmp_path):
     """At a rate far above this CPU's, the compute is what is left besides the matmuls (ReLU,
     the loss, Python): far less than the same run charged by CPU time."""
