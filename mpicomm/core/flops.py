@@ -24,9 +24,16 @@ import numpy as np
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["use", "rate", "matmul"]
+__all__ = ["use", "check_rate", "matmul"]
 
 _rate: float | None = None
+
+
+def check_rate(flop_rate: float) -> None:
+    """Raise ``ConfigError`` unless ``flop_rate`` is a number of FLOP/s > 0."""
+    if isinstance(flop_rate, bool) or not (isinstance(flop_rate, (int, float))
+                                           and 0 < flop_rate < math.inf):
+        raise ConfigError(f"--flop-rate must be a number of FLOP/s > 0, got {flop_rate!r}")
 
 
 def use(flop_rate: float | None) -> None:
@@ -36,18 +43,11 @@ def use(flop_rate: float | None) -> None:
     virtual clock (the wall clock cannot charge a modelled time)."""
     global _rate
     if flop_rate is not None:
-        if isinstance(flop_rate, bool) or not (isinstance(flop_rate, (int, float))
-                                               and 0 < flop_rate < math.inf):
-            raise ConfigError(f"--flop-rate must be a number of FLOP/s > 0, got {flop_rate!r}")
+        check_rate(flop_rate)
         if clock.virtual() is None:
             raise ConfigError("--flop-rate: virtual-clock only, and this run uses the wall clock; "
                               "add --clock virtual")
     _rate = None if flop_rate is None else float(flop_rate)
-
-
-def rate() -> float | None:
-    """The installed rate in FLOP/s, or None (products cost their CPU time)."""
-    return _rate
 
 
 def matmul(xp: Any, a: Any, b: Any, out: Any) -> Any:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mpicomm.core import clock
+
 __all__ = ["Event", "Recorder", "active", "set_active", "flush_active"]
 
 
@@ -102,3 +104,14 @@ def flush_active() -> None:
             rec.flush()
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
+
+
+def backward_layer(rec: Recorder, layer: int, t: float) -> float:
+    """Record "backward layer ``layer``" from ``t`` to now on the training thread; return now.
+
+    The engines call it as backward yields each layer: one line ending every layer's work,
+    so its clock read carries the layer's index (``clock.stamp``), or the virtual clock
+    would charge every layer the cheapest one's CPU time."""
+    now = clock.stamp(layer)
+    rec.complete(f"backward layer {layer}", "backward", t, now, thread="training")
+    return now

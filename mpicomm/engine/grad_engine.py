@@ -114,7 +114,7 @@ class GradEngine:
         if not last:  # 1. accumulate, no message
             for i in layers:
                 if rec is not None:
-                    t = _layer_event(rec, i, t)
+                    t = trace.backward_layer(rec, i, t)
             if self._micro == 0:
                 self._acc[...] = self.grads
             else:
@@ -128,7 +128,7 @@ class GradEngine:
                 g += acc
                 g *= scale
             if rec is not None:
-                t = _layer_event(rec, i, t)
+                t = trace.backward_layer(rec, i, t)
             if self._async is not None:
                 for k in self._by_layer.get(i, ()):
                     if k < self.head:  # the tail (step 4.) waits for the end of backward
@@ -257,9 +257,3 @@ class GradEngine:
             rec.complete(f"bucket {work.tag.index}", "bucket", work.start, work.end,
                          thread="communication", bytes=int(work.buf.nbytes),
                          tensors=work.tag.tensors)
-
-
-def _layer_event(rec: Any, layer: int, t: float) -> float:
-    now = clock.stamp(layer)  # one line, every layer: told apart by the index
-    rec.complete(f"backward layer {layer}", "backward", t, now, thread="training")
-    return now

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock
+from mpicomm.p2p import virtual
 
 __all__ = ["agree_head", "local_head"]
 
@@ -47,13 +47,4 @@ def local_head(works: Sequence[Any]) -> int:
 
 def agree_head(comm: Any, works: Sequence[Any]) -> int:
     """Steps 1–2: the least ``local_head`` over the ranks of ``comm`` (collective)."""
-    from mpi4py import MPI
-
-    vc = clock.virtual()
-    both = np.array([vc.enter() if vc is not None else 0.0, -local_head(works)])
-    try:
-        comm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
-    finally:
-        if vc is not None:
-            vc.leave(float(both[0]))
-    return int(-both[1])
+    return -int(virtual.max_over(comm, np.array([-local_head(works)], dtype=np.float64))[0])

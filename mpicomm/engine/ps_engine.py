@@ -94,9 +94,7 @@ class PSEngine:
         t = clock.now()
         for i in layers:
             if rec is not None:
-                now = clock.stamp(i)  # one line, every layer: told apart by the index
-                rec.complete(f"backward layer {i}", "backward", t, now, thread="training")
-                t = now
+                t = trace.backward_layer(rec, i, t)
         if not last:  # 1. (the accumulator is zero at a step's start: 0 + g is g exactly)
             self._acc += self.grads
             self._micro += 1

@@ -165,7 +165,7 @@ class ZeroEngine:
         t = clock.now()
         for i in layers:
             if rec is not None:
-                t = _layer_event(rec, i, t)
+                t = trace.backward_layer(rec, i, t)
             if self.stage == 2:
                 for part in self._by_layer.get(i, ()):
                     self._reduce_scatter(part)
@@ -222,9 +222,3 @@ class ZeroEngine:
         return {"buckets": len(self.plan), "overlap": False, "accumulate": 1,
                 "bucket_bytes": [int(b.size * self.grads.itemsize) for b in self.plan],
                 "zero_stage": self.stage, "shard_elements": self.shard_size}
-
-
-def _layer_event(rec: Any, layer: int, t: float) -> float:
-    now = clock.stamp(layer)  # one line, every layer: told apart by the index
-    rec.complete(f"backward layer {layer}", "backward", t, now, thread="training")
-    return now

@@ -594,15 +594,24 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
 def barrier(comm: MPI.Comm) -> None:
     """``comm.Barrier()``; under the virtual clock every rank also leaves at the latest clock
     (one small Allreduce MAX), so timings after it start together."""
-    clk = clock.virtual()
-    if clk is None:
+    if clock.virtual() is None:
         comm.Barrier()
-        return
-    t = np.array([clk.enter()])
+    else:
+        max_over(comm, np.empty(0))
+
+
+def max_over(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
+    """The element-wise MAX of ``values`` (float64, the same length on every rank) over
+    ``comm``: one Allreduce; under the virtual clock it also carries the clock, so every
+    rank leaves at the latest time, as from any collective."""
+    clk = clock.virtual()
+    both = np.concatenate(([clk.enter() if clk is not None else 0.0], values)).astype(np.float64)
     try:
-        comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
+        comm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
     finally:
-        clk.leave(float(t[0]))
+        if clk is not None:
+            clk.leave(float(both[0]))
+    return both[1:]
 
 
 def model_params(params: Any) -> Any:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import flags, nvtx
+from mpicomm.core import flags, flops, nvtx
 from mpicomm.core.errors import (
     ConfigError,  # an invalid training configuration (re-exported)
     ConfigTypeError,
@@ -250,8 +250,8 @@ def _validate(cfg: TrainConfig) -> None:
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
-    if cfg.flop_rate is not None and not (np.isfinite(cfg.flop_rate) and cfg.flop_rate > 0):
-        bad(f"--flop-rate must be a number of FLOP/s > 0, got {cfg.flop_rate!r}")
+    if cfg.flop_rate is not None:
+        flops.check_rate(cfg.flop_rate)  # ConfigError, as every check here raises
     _hold_reducer_options(cfg, links)
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")

@@ -167,7 +167,7 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
     # --checkpoint-every: every worker waits for worker 0's save, which is then checkpoint time
     # on each, not the next step's (the others' first message would wait for worker 0)
-    saves = metrics.workers_only(comm, reducer.is_worker) if cfg.checkpoint_every else None
+    saves = metrics.workers_only(comm, reducer.is_worker, P) if cfg.checkpoint_every else None
     return World(comm, reducer, reducer.is_worker, P, w, cfg.batch_size * P * cfg.accumulate,
                  xp, say, steps, saves)
 

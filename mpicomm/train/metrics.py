@@ -74,13 +74,10 @@ def gather_rows(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
     return out
 
 
-def workers_only(comm: MPI.Comm, is_worker: bool) -> MPI.Comm:
-    """Return a communicator of the workers of ``comm`` (``MPI.COMM_NULL`` on a server).
-
-    Collective over ``comm``; ``comm`` itself when every rank is a worker (no new one)."""
-    everyone = np.array([1 if is_worker else 0], dtype=np.int64)
-    comm.Allreduce(MPI.IN_PLACE, everyone, MPI.MIN)
-    if everyone[0]:
+def workers_only(comm: MPI.Comm, is_worker: bool, workers: int) -> MPI.Comm:
+    """Return a communicator of the ``workers`` workers of ``comm`` (``MPI.COMM_NULL`` on a
+    server): ``comm`` itself when every rank is one, else a ``Split`` (collective)."""
+    if workers == comm.Get_size():
         return comm
     return comm.Split(0 if is_worker else MPI.UNDEFINED, comm.Get_rank())
 
