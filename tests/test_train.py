@@ -170,6 +170,7 @@ def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
 
 
 @pytest.mark.slow  # a training run of several seconds (CI's slow step)
+@pytest.mark.slow  # a save of 0.25 s five times (the default tier's time budget)
 @pytest.mark.parametrize("nranks, fields", [
     (2, {"strategy": "ring"}),
     (3, {"strategy": "ps", "ps_mode": "sync"}),  # 2 workers and a server

@@ -127,6 +127,7 @@ def test_async_reducer_from_a_user_script():
     run_script(3, "../engine/scripts/async_user.py", timeout=60).expect_ok()
 
 
+@pytest.mark.slow  # the default tier's time budget (docs/testing.md)
 def test_a_traced_virtual_run_charges_each_layer_its_own_backward(tmp_path):
     """The per-layer trace events between bucket hand-overs shared one segment key, so every
     layer's backward was charged the cheapest layer's (a traced run 4x faster in backward)."""

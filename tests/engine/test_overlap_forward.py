@@ -110,6 +110,7 @@ def test_backward_refuses_to_start_before_the_forward_took_the_tail(monkeypatch)
         engine.close()
 
 
+@pytest.mark.slow  # two training runs (the default tier's time budget, docs/testing.md)
 def test_a_checkpoint_written_mid_run_holds_every_bucket(tmp_path):
     """A job killed after a --checkpoint-every save resumes from it: the step that saves waits
     for its tail, so the saved parameters are a straight run's of that many steps."""
