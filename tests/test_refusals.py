@@ -38,6 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
     # a clock flag under the wall clock: one line and exit 2, no MPI_Abort banner (it had one)
     (2, ["--compute-scale", "2", "--clock", "wall"], "--compute-scale: virtual-clock only"),
     (2, ["--flop-rate", "1e11", "--clock", "wall"], "--flop-rate: virtual-clock only"),
+    # refused by make_reducer, which every rank reaches and which agrees collectively: no
+    # MPI_Abort banner (it had one)
+    (2, ["--strategy", "native", "--compress", "int8"],
+     "compress='int8' is not available with strategy 'native'"),
 ])
 def test_refused_in_one_line_with_exit_2(tmp_path, nranks, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -47,6 +51,16 @@ def test_refused_in_one_line_with_exit_2(tmp_path, nranks, args, message):
     assert out.count(message) == 1, res.tail()  # once, by rank 0
     assert "Traceback" not in out and "Abort" not in out, res.tail()
     assert not (tmp_path / "t.json").exists()  # refused before anything was opened
+
+
+def test_bench_refuses_a_codec_a_strategy_cannot_run_before_its_header():
+    """It printed the table's header, then MPI_Abort's banner after rank 0's line."""
+    res = run_mpi(2, ["-m", "mpicomm", "bench", "--strategies", "ring,native", "--compress",
+                      "int8", "-n", "2"], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("compress='int8' is not available with strategy 'native'") == 1, out
+    assert "Abort" not in out and "#" not in res.stdout, out
 
 
 def test_one_rule_for_the_rows_of_a_step():

@@ -18,7 +18,9 @@ from mpi4py import MPI
 from mpicomm.analysis.crossover import crossover_lines
 from mpicomm.bench import harness as H
 from mpicomm.core import clock
+from mpicomm.core.errors import ConfigError
 from mpicomm.core.units import fmt_bytes
+from mpicomm.reducers import check_request
 
 __all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
 
@@ -44,6 +46,13 @@ def run(args: argparse.Namespace) -> int:
     # parsed once (bad values: one line, before the header); the typed record goes down
     opts = ReducerOptions.from_kwargs("bench", **options)
     options["compress"] = opts.compress
+    try:  # a codec a strategy cannot run: one line, before the header (same on every rank)
+        for name in names:
+            check_request(name, **options)
+    except ConfigError as exc:
+        if world.Get_rank() == 0:
+            sys.stderr.write(f"mpicomm bench: error: {exc}\n")
+        return 2
     cfg = H.BenchConfig(sizes=tuple(H.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
                         iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
                         check=args.check if opts.compress == "none" else 0,

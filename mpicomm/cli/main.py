@@ -108,8 +108,10 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
     exit code 2. Anything else prints ``mpicomm: rank R: <traceback>`` and ends
     the job with exit code 1. With peers, ``MPI_Abort`` ends every rank: a rank
     that merely exited would leave the others waiting in their next collective.
-    ``mpi=False`` (a command that sends no message) or a job of one rank exits
-    without ``MPI_Abort``, so a clean error is not followed by MPI's abort banner.
+    ``mpi=False`` (a command that sends no message), a job of one rank, or a
+    ``ConfigError`` every rank raised alike (``on_every_rank``: ``make_reducer``'s refusals,
+    agreed collectively) exits without ``MPI_Abort``, so a clean error is not followed by
+    MPI's abort banner.
     """
     try:
         result = fn(*args, **kwargs)
@@ -121,6 +123,11 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
         peers = mpi and _peers()
         rank = _world_rank() if _peers() else 0
         sys.stdout.flush()
+        if peers and exc.on_every_rank:  # agreed (make_reducer): all leave, no MPI_Abort
+            if rank == 0:
+                sys.stderr.write(f"mpicomm: error: {exc}\n")
+            sys.stderr.flush()
+            raise SystemExit(2) from None
         if not peers and rank != 0:  # a command without messages: rank 0 says it for all;
             time.sleep(1.0)  # leave first, and the launcher may end rank 0 before it has said it
             _exit(2)

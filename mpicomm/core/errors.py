@@ -11,7 +11,15 @@ __all__ = ["ConfigError", "ConfigTypeError"]
 
 
 class ConfigError(ValueError):
-    """A bad strategy, option value or environment setting."""
+    """A bad strategy, option value or environment setting.
+
+    ``on_every_rank``: True when every rank of ``MPI.COMM_WORLD`` is known to raise one at
+    the same point (``make_reducer``'s agreement decides it collectively): every rank may
+    then end without ``MPI_Abort``, and ``python -m mpicomm`` exits 2 with rank 0's line
+    and no abort banner.
+    """
+
+    on_every_rank: bool = False
 
 
 class ConfigTypeError(ConfigError, TypeError):

@@ -28,6 +28,12 @@ from mpicomm.core.errors import ConfigError, ConfigTypeError
 __all__ = ["Topology", "resolve_ranks_per_node", "node_map", "unreached_link"]
 
 
+def spans_world(comm: MPI.Comm) -> bool:
+    """True when ``comm`` holds every rank of the job (an error agreed on it is everyone's:
+    ``ConfigError.on_every_rank``)."""
+    return MPI.Comm.Compare(comm, MPI.COMM_WORLD) in (MPI.IDENT, MPI.CONGRUENT)
+
+
 def resolve_ranks_per_node(ranks_per_node: int | None) -> int | None:
     """Return ``ranks_per_node``, or ``MPICOMM_RANKS_PER_NODE`` when it is None."""
     if ranks_per_node is None:

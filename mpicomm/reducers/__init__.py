@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions, parse_compress
+from mpicomm.core.topology import spans_world
 from mpicomm.reducers.auto import AutoReducer
 from mpicomm.reducers.base import MismatchError, Reducer
 from mpicomm.reducers.hierarchical import HierarchicalReducer
@@ -62,14 +63,18 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     """
     base = MPI.COMM_WORLD if comm is None else comm
     try:
-        opts = check_request(name, **options)
-    except Exception as exc:  # refused here: the other ranks must not wait in the agreement
-        check_same_request(base, name, None, why=str(exc))
+        try:
+            opts = check_request(name, **options)
+        except Exception as exc:  # refused here: the other ranks must not wait in the agreement
+            check_same_request(base, name, None, why=str(exc))
+            raise
+        check_same_request(base, name, opts)
+    except ConfigError as exc:  # raised on every rank of ``base`` alike (the agreement)
+        exc.on_every_rank = spans_world(base)
         raise
     cls = REDUCERS[name]
     if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
         cls = MultiRingReducer
-    check_same_request(base, name, opts)
     return cls(base, opts)
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
+from mpicomm.core.topology import spans_world
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.reducers import make_reducer
@@ -181,8 +182,10 @@ def check_same_flags(cfg: TrainConfig, comm: Any) -> None:
     if differ.any():
         flags = ", ".join("--" + names[j].replace("_", "-") for j in np.flatnonzero(differ.any(0)))
         ranks = ", ".join(map(str, np.flatnonzero(differ.any(1))))
-        raise ConfigError(f"the ranks were started with different flags: {flags} differ between "
+        exc = ConfigError(f"the ranks were started with different flags: {flags} differ between "
                           f"rank 0 and rank(s) {ranks}; every rank of a job runs the same command")
+        exc.on_every_rank = spans_world(comm)  # every rank raises it: no MPI_Abort
+        raise exc
 
 
 # --------------------------------------------------------------- 3. set-up
