@@ -15,7 +15,9 @@ with the stall inspector off (``stall_channel = None``) and its plan alone (the
 and the timing), and a *bare wrapper*: 15 lines with the same guarantees (the layout
 test, a concurrent-call guard, two clock reads, the stall log's two appends, the call
 and second counts) around the same plan, written for this benchmark only — the floor
-any Python-level wrapper with those guarantees pays here.
+any Python-level wrapper with those guarantees pays here; and *guard and layout only*:
+the layout test and the concurrent-call guard alone (the least the issue's safety and
+once-per-layout check need), no timing and no stall log.
 Every contender runs ``--calls`` calls per round, rounds taking turns, so a slow spell
 of the machine hits all of them. Run::
 
@@ -79,6 +81,27 @@ def bare_wrapper(plan, x: np.ndarray):
     return allreduce
 
 
+def guard_and_layout(plan, x: np.ndarray):
+    """The least any wrapper the issue asks for must do (``--parts``): the layout test and
+    the concurrent-call guard around the plan, a call count, and nothing else (no timing,
+    no stall log)."""
+    layouts, guard, counts = {x.size: (x.dtype, "sum")}, [True], SimpleNamespace(calls=0)
+
+    def allreduce(buf: np.ndarray, op: str = "sum") -> np.ndarray:
+        hot = layouts.get(buf.size) if type(buf) is np.ndarray else None
+        if hot is None or hot[0] is not buf.dtype or hot[1] is not op or buf.ndim != 1:
+            raise ValueError("not the planned layout")
+        guard.pop()
+        try:
+            plan(buf)
+        finally:
+            guard.append(True)
+        counts.calls += 1
+        return buf
+
+    return allreduce
+
+
 def engine_step(n_buckets: int, n: int) -> tuple[GradEngine, object]:
     """An engine over ``n_buckets`` tensors of ``n`` float32 each, one bucket per tensor."""
     grads = np.ones(n_buckets * n, dtype=np.float32)
@@ -129,6 +152,7 @@ def main() -> None:
         runs["native, no inspector"] = lambda: bare.allreduce(x)
         runs["native plan alone"] = lambda: plan(x)
         runs["bare wrapper"] = (lambda f: lambda: f(x))(bare_wrapper(plan, x))
+        runs["guard and layout only"] = (lambda f: lambda: f(x))(guard_and_layout(plan, x))
     samples: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.rounds):
         for name, fn in runs.items():
@@ -151,6 +175,9 @@ def main() -> None:
         if args.parts:
             print(f"bare wrapper / raw    {med['bare wrapper'] / med['raw Allreduce']:.2f}  "
                   "(the floor of the same guarantees in Python)")
+            least = med["guard and layout only"] / med["raw Allreduce"]
+            print(f"guard and layout / raw {least:.2f}  "
+                  "(the floor of any checking wrapper: no timing, no stall log)")
         print(f"ring / minimal ring   {med['mpicomm ring'] / med['minimal ring']:.2f}  "
               "(target <= 1.2)")
         print(f"extra bucket / native mean {extra / med['mpicomm native mean']:.2f}  "
