@@ -63,6 +63,20 @@ def test_bench_refuses_a_codec_a_strategy_cannot_run_before_its_header():
     assert "Abort" not in out and "#" not in res.stdout, out
 
 
+def test_ranks_started_with_different_flags_exit_2_without_an_abort():
+    """Every rank raises it alike (the flags' agreement): it was followed by MPI_Abort's
+    banner."""
+    code = ("import sys; from mpi4py import MPI; from mpicomm.cli.main import main; "
+            "r = MPI.COMM_WORLD.Get_rank(); "
+            "sys.exit(main(['train', '--strategy', 'ring' if r == 0 else 'hierarchical', "
+            "'--steps', '2']))")
+    res = run_mpi(2, ["-c", code], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("--strategy differ between rank 0 and rank(s) 1") == 1, out
+    assert "Abort" not in out and "Traceback" not in out, out
+
+
 def test_one_rule_for_the_rows_of_a_step():
     """The config (known rows) and the shard (loaded rows) apply the same check."""
     check_rows_per_step(16384, 64, 2, 128)  # exactly the set: fine
