@@ -169,7 +169,7 @@ def _run(module, args: argparse.Namespace):
     results are never lost at the end) and the stall inspector's environment
     (``MPICOMM_STALL_WARN_S``/``_ABORT_S``), install the clock the flags ask for (``--clock``,
     train/compare/bench/model), then run."""
-    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
+    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))  # + the inputs
     if problem is not None:
         raise ConfigError(problem)
     if getattr(module, "USES_MPI", False):  # the stall inspector's environment, read per rank

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.options import parse_compress
+from mpicomm.core.outputs import replace_atomically
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.model import num_params
 
@@ -23,13 +24,11 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str, **arrays: Any) -> None:
-    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:  # a file object, so np.savez does not append ".npz"
-        np.savez(f, format=CHECKPOINT_FORMAT, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write ``arrays`` to ``path`` atomically: a temporary file in the same folder, renamed
+    over it, removed if anything fails (``core.outputs.replace_atomically``)."""
+    # a file object, so np.savez does not append ".npz"
+    replace_atomically(path, lambda f: np.savez(f, format=CHECKPOINT_FORMAT, **arrays),
+                       binary=True)
 
 
 def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str,
