@@ -185,3 +185,83 @@ def test_a_killed_save_leaves_a_temporary_file_the_next_run_removes(tmp_path):
     assert _check(checkpoint=str(target)) is None
     assert not os.path.exists(left) and os.path.exists(mine)
     assert O.remove_stale_temps(str(target)) == []
+
+
+# ------------------------------------------------------------------ 7. checkpoint fields
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A real 3-step checkpoint (1 rank, ``--layers 8,4``, float32)."""
+    where = tmp_path_factory.mktemp("ck")
+    res = subprocess.run([PY, "-m", "mpicomm", "train", "--layers", "8,4", "--steps", "3",
+                          "--batch-size", "8", "--checkpoint", "ck.npz"], cwd=where,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return where / "ck.npz"
+
+
+def _forged(checkpoint: Path, tmp_path: Path, **changes) -> Path:
+    with np.load(checkpoint) as f:
+        fields = {k: f[k] for k in f.files}
+    fields.update({k: np.asarray(v) for k, v in changes.items()})
+    path = tmp_path / "forged.npz"
+    np.savez(path, **fields)
+    return path
+
+
+def _load(path: Path, dtype: str = "float32", steps: int = 3):
+    from mpicomm.train.checkpoint import load_checkpoint
+    from mpicomm.train.config import TrainConfig
+
+    with np.load(path) as f:
+        batch, source = int(f["global_batch"]), str(f["data_source"])
+    cfg = TrainConfig(layers=(8, 4), dtype=dtype, steps=steps, batch_size=8,
+                      checkpoint=str(path), resume=True)
+    steps_per_epoch = 100  # any number above the real file's 3 steps (it is at epoch 0)
+    return load_checkpoint(str(path), cfg, batch, source, None, steps_per_epoch)
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("params", np.zeros(36, dtype=np.int64), "field params is int64"),
+    ("params", np.zeros(36, dtype=np.float64), "field params is float64"),
+    ("momentum", np.full(36, np.nan, dtype=np.float32), "field momentum holds nan at index 0"),
+    ("step", np.float64(2.7), "field step is float64 2.7"),
+    ("step", np.int64(-5), "field step is -5, expected 0 or more"),
+    ("step", np.int64(10**12), "field step is 1000000000000, but its data position"),
+    ("step", np.array([3]), "field step is int64 of shape (1,)"),
+    ("epoch", np.int64(-1), "field epoch is -1, expected 0 or more"),
+    ("cursor", np.int64(10**6), "field cursor is 1000000, beyond an epoch"),
+    ("layers", np.array([8.0, 4.0]), "field layers is float64"),
+    ("seed", np.str_("x"), "field seed is <U1"),
+])
+def test_a_corrupted_checkpoint_field_is_refused_naming_file_and_field(
+        checkpoint, tmp_path, field, value, says):
+    """Main: int64 params reset the model (rc 0), step 2.7/−5/1e12 resumed at the wrong data
+    position or ran no step, float32 arrays ran in a float64 run, and an array step or a
+    negative epoch gave a traceback or an error naming neither file nor field."""
+    from mpicomm.train.checkpoint import CheckpointError
+
+    _load(checkpoint)  # the real one is accepted
+    path = _forged(checkpoint, tmp_path, **{field: value})
+    with pytest.raises(CheckpointError) as caught:
+        _load(path)
+    text = str(caught.value)
+    assert f"checkpoint {path}: {says}" in text and "\n" not in text, text
+
+
+def test_float32_arrays_under_a_float64_label_are_refused(checkpoint, tmp_path):
+    """Main checked the recorded dtype string only: float32 arrays ran in a float64 run."""
+    from mpicomm.train.checkpoint import CheckpointError
+
+    path = _forged(checkpoint, tmp_path, dtype=np.str_("float64"))
+    with pytest.raises(CheckpointError, match="field params is float32 of shape .36,., this "
+                                              "run has --dtype float64"):
+        _load(path, dtype="float64")
+
+
+def test_train_refuses_a_forged_step_in_one_line(checkpoint, tmp_path):
+    path = _forged(checkpoint, tmp_path, step=np.float64(2.7))
+    res = _train(tmp_path, "--batch-size", "8", "--steps", "5", "--checkpoint", path.name,
+                 "--resume")
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and f"checkpoint {path.name}: field step is float64 2.7" in out, out
+    assert "Traceback" not in out, out
