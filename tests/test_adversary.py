@@ -265,3 +265,60 @@ def test_train_refuses_a_forged_step_in_one_line(checkpoint, tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode == 2 and f"checkpoint {path.name}: field step is float64 2.7" in out, out
     assert "Traceback" not in out, out
+
+
+# ------------------------------------------------------------------ 6. --links-from tables
+CALIBRATION = ROOT / "experiments" / "results" / "model_2ranks.json"
+
+
+def _table(tmp_path: Path, change) -> Path:
+    import json
+
+    doc = json.loads(CALIBRATION.read_text())
+    change(doc["params"])
+    path = tmp_path / "links.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _set(key, field, value):
+    def change(params):
+        (params[key] if key else params)[field] = value
+    return change
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda p: p["inter"].update(sizes=p["inter"]["sizes"][::-1]),
+     "inter.sizes[1] is 33554432 after 67108864, expected sizes strictly increasing"),
+    (_set("intra", "alpha", -1e-6), "intra.alpha[0] is -1e-06, expected a finite number >"),
+    (lambda p: p["inter"]["beta"].__setitem__(5, -1e-9), "inter.beta[5] is -1e-09"),
+    (lambda p: p["gamma"].__setitem__(0, -1e-9), "gamma[0] is -1e-09"),
+    (_set("intra", "sizes", []), "intra.sizes has 0 size(s), expected at least two"),
+    (lambda p: p["intra"]["sizes"].__setitem__(1, 8), "intra.sizes[1] is 8 after 8"),
+    (lambda p: p["inter"]["sizes"].__setitem__(23, 1e300), "inter.sizes[23] is 1e+300"),
+    (_set("inter", "beta_x", [1e-9] * 3), "inter.beta_x has 3 values for 24 sizes"),
+    (_set(None, "gamma_sizes", "x"), "gamma_sizes is 'x', expected a list of numbers"),
+])
+def test_a_nonsense_links_table_is_refused_naming_the_field(tmp_path, change, says):
+    """Main took descending sizes (a 4 KiB message charged like 1 MiB) and negative α, β,
+    γ; an empty list, duplicate sizes and 1e300 gave tracebacks with MPI_Abort."""
+    from mpicomm.core.errors import ConfigError
+    from mpicomm.costmodel.calibrate import host_links
+
+    host_links(str(CALIBRATION))  # the shipped calibration passes
+    path = _table(tmp_path, change)
+    with pytest.raises(ConfigError) as caught:
+        host_links(str(path))
+    assert f"--links-from {path}: {says}" in str(caught.value), caught.value
+
+
+def test_train_refuses_a_nonsense_links_table_on_every_rank_without_an_abort(tmp_path):
+    from mpi_harness import run_mpi
+
+    path = _table(tmp_path, _set("intra", "sizes", []))
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--layers", "8,4", "--steps", "2",
+                      "--clock", "virtual", "--links-from", str(path)], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count("intra.sizes has 0 size(s), expected at least two") == 1, out
+    assert "Traceback" not in out and "Abort" not in out, out

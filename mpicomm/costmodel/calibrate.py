@@ -22,6 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.inputs import check_link_table
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
@@ -337,6 +338,7 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
         if os.path.exists(path):
             try:
                 params = json.loads(Path(path).read_text())["params"]
+                check_link_table(path, params)  # ConfigError: one line naming the field
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
                                       sizes, gamma, f"measured {k} link of {path}",
@@ -345,6 +347,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                                       cold=params[k].get("cold"),
                                       fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
+            except ConfigError:
+                raise
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "
                                   f"params ({type(exc).__name__}: {exc})") from None
