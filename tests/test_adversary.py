@@ -76,7 +76,8 @@ def _train(tmp_path, *flags, timeout=60):
                           timeout=timeout)
 
 
-@pytest.mark.parametrize("flag", ["--json", "--trace", "--checkpoint"])
+@pytest.mark.parametrize("flag", [pytest.param("--json", marks=pytest.mark.slow), "--trace",
+                                  pytest.param("--checkpoint", marks=pytest.mark.slow)])
 def test_train_leaves_the_data_set_as_it_was(data, tmp_path, flag):
     """Main replaced the data set and exited 0 (``--trace``: destroyed it, then failed)."""
     before = data.read_bytes()
@@ -322,3 +323,57 @@ def test_train_refuses_a_nonsense_links_table_on_every_rank_without_an_abort(tmp
     assert res.returncode == 2 and not res.timed_out, res.tail()
     assert out.count("intra.sizes has 0 size(s), expected at least two") == 1, out
     assert "Traceback" not in out and "Abort" not in out, out
+
+
+# ------------------------------------------------------------------ 8. the same input everywhere
+SPLIT_CWD = ("import os, sys; from mpi4py import MPI; from mpicomm.cli.main import main; "
+             "os.chdir(sys.argv[1 + MPI.COMM_WORLD.Get_rank()]); sys.exit(main(sys.argv[3:]))")
+
+
+TINY = ["train", "--layers", "8,4", "--steps", "2", "--batch-size", "8"]
+
+
+def _two_folders(tmp_path: Path, name: str, write) -> list[str]:
+    folders = []
+    for r in range(2):
+        folder = tmp_path / f"rank{r}"
+        folder.mkdir()
+        write(folder / name, r)
+        folders.append(str(folder))
+    return folders
+
+
+def _npz(path: Path, r: int) -> None:
+    rng = np.random.default_rng(r)  # rank 1's copy holds other rows
+    np.savez(path, x=rng.random((64, 8)).astype("float32"), y=rng.integers(0, 4, 64))
+
+
+@pytest.mark.parametrize("flag", ["--data", "--links-from"])
+def test_a_file_that_differs_between_ranks_is_refused_naming_the_ranks(tmp_path, flag):
+    """Main ran with exit 0: each rank trained on its own data, or charged the ring by a blend
+    of two calibrations."""
+    from mpi_harness import run_mpi
+
+    if flag == "--data":
+        folders = _two_folders(tmp_path, "in.npz", _npz)
+        argv = [*TINY, "--data", "in.npz"]
+    else:
+        def links(path, r):
+            path.write_text(CALIBRATION.read_text().replace("1.6456061150738492e-06",
+                                                            f"{1 + r}e-06"))
+        folders = _two_folders(tmp_path, "in.json", links)
+        argv = [*TINY, "--clock", "virtual", "--links-from", "in.json"]
+    res = run_mpi(2, ["-c", SPLIT_CWD, *folders, *argv], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count(f"{flag} in.") == 1 and "rank(s) 1 read other bytes than rank 0" in out, out
+    assert "Traceback" not in out and "Abort" not in out, out
+
+
+@pytest.mark.slow  # a 2-rank training
+def test_the_same_file_in_two_folders_is_accepted(tmp_path):
+    from mpi_harness import run_mpi
+
+    folders = _two_folders(tmp_path, "in.npz", lambda p, r: _npz(p, 0))
+    res = run_mpi(2, ["-c", SPLIT_CWD, *folders, *TINY, "--data", "in.npz"], timeout=60)
+    assert res.returncode == 0 and not res.timed_out, res.tail()

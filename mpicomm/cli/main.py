@@ -179,6 +179,8 @@ def _run(module, args: argparse.Namespace):
             stall.settings()
         except ValueError as exc:  # before: a traceback on every rank at reducer creation
             raise ConfigError(str(exc)) from None
+    if getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args):
+        _same_inputs(args)  # collective: one small Allgather
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
         failure = None
         try:
@@ -200,6 +202,29 @@ def _run(module, args: argparse.Namespace):
             if bad >= 0:
                 return _refused(args, failure, bad)
     return module.run(args)
+
+
+def _same_inputs(args: argparse.Namespace) -> None:
+    """The files the command reads by path (``--data``, ``--links-from``, ``--resume``'s
+    checkpoint) hold the same bytes on every rank, or ``ConfigError`` on every rank naming
+    the ranks that differ (``core.inputs.check_same_everywhere``)."""
+    from mpi4py import MPI
+
+    from mpicomm.core.inputs import check_same_everywhere
+
+    links = getattr(args, "links_from", None)
+    if links == "this-machine":  # the calibration it stands for
+        from mpicomm.costmodel.calibrate import HOST_PARAMS_PATHS
+
+        links = next((p for p in HOST_PARAMS_PATHS if os.path.exists(p)), None)
+    resume = getattr(args, "resume", False) and getattr(args, "checkpoint", None)
+    try:
+        check_same_everywhere(MPI.COMM_WORLD, {"data": getattr(args, "data", None),
+                                               "links_from": links,
+                                               "checkpoint": resume or None})
+    except ConfigError as exc:
+        exc.on_every_rank = True  # every rank compared the same digests
+        raise
 
 
 def _install_clock(args: argparse.Namespace) -> None:

@@ -110,14 +110,16 @@ def digest(path: str) -> bytes:
     return h.digest()
 
 
-def check_same_everywhere(comm: Any, paths: dict[str, str]) -> None:
-    """Raise ``ConfigError`` on every rank of ``comm`` when a file of ``paths`` (flag -> path;
-    every rank passes the same flags) holds other bytes on some rank (2.). Collective: one
+def check_same_everywhere(comm: Any, paths: dict[str, str | None]) -> None:
+    """Raise ``ConfigError`` on every rank of ``comm`` when a file of ``paths`` (flag -> path,
+    None when not given) holds other bytes on some rank (2.). Every rank passes the same
+    flags in the same order, so the message has one size everywhere. Collective: one
     ``Allgather`` of ``len(paths) × DIGEST_BYTES`` bytes."""
-    names = sorted(paths)
+    names = list(paths)
     if not names or comm.Get_size() == 1:
         return
-    mine = np.frombuffer(b"".join(digest(paths[k]) for k in names), dtype=np.uint8)
+    parts = [digest(paths[k]) if paths[k] else bytes(DIGEST_BYTES) for k in names]
+    mine = np.frombuffer(b"".join(parts), dtype=np.uint8)
     every = np.empty((comm.Get_size(), mine.size), dtype=np.uint8)
     comm.Allgather(mine, every)
     for i, name in enumerate(names):
