@@ -56,6 +56,7 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.calibrate import MMAP_MAX, MeasuredLink, host_links
+from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
@@ -502,8 +503,10 @@ class VirtualTransport(BlockingByRequests, Transport):
         until = 0.0
         try:
             self._flush()
+            stall.wait_begin(comm.Get_size() - 1)  # watched (p2p/stall.py, 2a.)
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
+            stall.wait_end()
             spec = self.model.inter if remote else self.model.intra
             p = comm.Get_size()
             if isinstance(spec, MeasuredLink):
