@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mpicomm.core import flops, links, options
 from mpicomm.core import outputs as O
 from mpicomm.core.outputs import check_outputs
+from mpicomm.train import config
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -422,3 +424,61 @@ def test_make_reducer_refuses_what_is_not_an_intracommunicator_and_allreduce_nam
 
     res = run_script(2, "check_api_errors.py", timeout=60)
     res.expect_ok()
+
+
+# ------------------------------------------------------------------ 7. bounds, unusable flags
+@pytest.mark.parametrize("make, says", [
+    (lambda: links.parse_link("20us,1e-300B/s", "inter_link"),
+     "inter_link='20us,1e-300B/s': outside the range of a link"),
+    (lambda: links.parse_link("1e9s,1GB/s", "l"), "outside the range of a link (latency 0-10 s"),
+    (lambda: options.ReducerOptions(compute_scale=1e300),
+     "compute_scale must be a number from 1e-06 to 1e+06, got 1e+300"),
+    (lambda: flops.check_rate(1e-300),
+     "--flop-rate must be a number of FLOP/s from 1e+06 to 1e+18, got 1e-300"),
+    (lambda: config.TrainConfig(straggler=("1:1e9",)),
+     "--straggler must be RANK:MS with RANK >= 0 and MS from 0 to 60000"),
+    (lambda: config.TrainConfig(jitter=1e12),
+     "--jitter must be a number of milliseconds from 0 to 60000"),
+])
+def test_an_absurd_rate_scale_or_delay_is_refused(make, says):
+    """Main accepted them and printed inf, "nan%" and overflow warnings; ``--straggler 1:1e9``
+    slept for real, 11.6 days a step."""
+    from mpicomm.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        make()
+    assert says in str(caught.value), caught.value
+
+
+def test_the_help_says_the_ranges():
+    res = subprocess.run([PY, "-m", "mpicomm", "train", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    text = " ".join(res.stdout.split())
+    for words in ("latency 0-10 s, bandwidth 1 B/s-1 PB/s", "(1e-6 to 1e6)", "1e6 to 1e18",
+                  "MS 0 to 60000", "(0 to 60000)"):
+        assert words in text, words
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench", "--ranks-per-node", "4", "-b", "1K", "-e", "1K", "-n", "2"],
+     "--ranks-per-node 4: this job has 2 rank(s), so they all share one node"),
+    (["train", *TINY[1:], "--ranks-per-node", "1", "--intra-link", "1us,1GB/s"],
+     "--intra-link 1us,1GB/s: every node of this job holds one rank"),
+    pytest.param(["compare", *TINY[1:], "--ranks-per-node", "1", "--intra-link", "1us,1GB/s"],
+                 "--intra-link 1us,1GB/s: every node of this job holds one rank",
+                 marks=pytest.mark.slow),
+    pytest.param(["bench", "-b", "1K", "-e", "1K", "-n", "2", "--ranks-per-node", "1",
+                  "--intra-link", "1us,1GB/s"],
+                 "--intra-link 1us,1GB/s: every node of this job holds one rank",
+                 marks=pytest.mark.slow),
+    (["train", *TINY[1:], "--ranks-per-node", "1", "--nics-per-node", "4", "--inter-link",
+      "1us,1GB/s"], "--nics-per-node 4: a node of this job holds at most 1 rank(s)"),
+], ids=["bench-rpn", "train-intra", "compare-intra", "bench-intra", "train-nics"])
+def test_a_node_flag_that_cannot_take_effect_is_refused_alike(argv, says):
+    """Main ran each with exit 0 (train refused --ranks-per-node 4 on 2 ranks, bench not)."""
+    from mpi_harness import run_mpi
+
+    res = run_mpi(2, ["-m", "mpicomm", *argv], timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and not res.timed_out, res.tail()
+    assert out.count(says) == 1 and "Traceback" not in out and "Abort" not in out, out

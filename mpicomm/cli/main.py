@@ -254,19 +254,32 @@ def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int
     return 2
 
 
-def _check_links_reach(args: argparse.Namespace) -> None:
-    """A link flag no message of the job's real layout would cross (no ``--ranks-per-node``:
-    a sweep over p with a fixed node size may start inside one node): ``ConfigError`` on
-    every rank (collective: one shared-memory split and one small Allgather)."""
-    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+NODE_COMMANDS = ("train", "compare", "bench")  # one job size: a node flag must fit it
 
-    nics = getattr(args, "nics_per_node", None)
-    if (args.inter_link is None and args.intra_link is None and nics is None) or \
-            resolve_ranks_per_node(getattr(args, "ranks_per_node", None)) is not None:
-        return
+
+def _check_links_reach(args: argparse.Namespace) -> None:
+    """A node or link flag no message of the job's layout would use: ``ConfigError`` on every
+    rank, alike in train, compare and bench (``--ranks-per-node`` above the job's size; a
+    link or ``--nics-per-node`` that ``unreached_link`` finds unused). Without
+    ``--ranks-per-node`` the layout is MPI's (collective: one shared-memory split and one
+    small Allgather); ``model`` sweeps sizes under a fixed node size, so only its MPI layout
+    is checked."""
     from mpi4py import MPI
 
-    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link, nics)
+    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+
+    k = resolve_ranks_per_node(getattr(args, "ranks_per_node", None))
+    size, fixed = MPI.COMM_WORLD.Get_size(), args._command in NODE_COMMANDS
+    if k is not None and fixed and k > size:
+        raise ConfigError(f"--ranks-per-node {k}: this job has {size} rank(s), so they all share "
+                          f"one node, as without the flag; give --ranks-per-node {size} or less")
+    nics = getattr(args, "nics_per_node", None)
+    if args.inter_link is None and args.intra_link is None and nics is None:
+        return
+    if k is not None and not fixed:
+        return
+    node_of = node_map(MPI.COMM_WORLD) if k is None else [r // k for r in range(size)]
+    why = unreached_link(node_of, args.inter_link, args.intra_link, nics)
     if why is not None:
         raise ConfigError(why)
 
