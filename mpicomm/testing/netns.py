@@ -349,6 +349,21 @@ exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
                     pass
             time.sleep(0.05)
 
+    def kill_host(self, host: str, only: str | None = None) -> list[int]:
+        """SIGKILL every process on ``host`` (as if it died), or only those whose command
+        line holds ``only`` (its ranks, leaving the launcher's daemon); returns their ids."""
+        if only is None:
+            pids = self.pids(self.ns(host))
+            self._kill_inside(self.ns(host))
+            return pids
+        pids = [p for p in self.pids(self.ns(host)) if only in _cmdline(p)]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
     @staticmethod
     def pids(ns: str) -> list[int]:
         out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
@@ -421,6 +436,13 @@ exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
         ports = {x["ifname"]: x["stats64"] for x in json.loads(out)}
         return {h: {"sent": ports[h]["rx"]["bytes"], "received": ports[h]["tx"]["bytes"]}
                 for h in self.names}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def _killpg(pid: int) -> None:
