@@ -62,9 +62,9 @@ LOCK = Path(tempfile.gettempdir()) / "mpicomm-netns.lock"
 LOCK_WAIT_S = 120.0
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
 RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
-# Open MPI's options for hosts that are namespaces of one machine (issue 33): no binding
-# (the "hosts" share the cores), yield while idle, TCP between the hosts on eth0
-OPENMPI_OPTIONS = ["--bind-to", "none", "--mca", "mpi_yield_when_idle", "true",
+# Open MPI's options for hosts that are namespaces of one machine (issue 33): yield while
+# idle (the "hosts" share the cores; launch() also binds nothing), TCP between hosts on eth0
+OPENMPI_OPTIONS = ["--mca", "mpi_yield_when_idle", "true",
                    "--mca", "pml", "ob1", "--mca", "btl", "tcp,self,sm",
                    "--mca", "btl_tcp_if_include", "eth0",
                    "--prtemca", "oob_tcp_if_include", "eth0"]
@@ -379,10 +379,19 @@ exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
         return ["ip", "netns", "exec", self.ns(host), "unshare", "--uts", "sh", "-c",
                 f'hostname {host}; exec "$@"', "sh", *argv]
 
+    def standin(self, family: str) -> tuple[list[str], dict[str, str]]:
+        """The launcher options and environment that start ranks on these hosts through the
+        ssh stand-in and put MPI's traffic between hosts on their links (``family``:
+        ``"mpich"`` or ``"openmpi"``, see ``mpi_family``)."""
+        if family == "openmpi":
+            return ["--prtemca", "plm_ssh_agent", self.wrapper, *OPENMPI_OPTIONS], \
+                dict(OPENMPI_ENV)
+        return ["-launcher", "rsh", "-launcher-exec", self.wrapper], dict(MPICH_ENV)
+
     def launch(self, slots: Sequence[int], argv: Sequence[str], mpiexec: str,
                family: str | None = None) -> tuple[list[str], dict[str, str]]:
         """The command line and environment that start ``argv`` under MPI across the hosts,
-        ``slots[k]`` ranks on host k (filled in order), from inside host 0.
+        ``slots[k]`` ranks on host k (filled in order), from inside the first host used.
 
         Returns:
             (argv, extra environment variables) for ``run``.
@@ -392,16 +401,11 @@ exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
                              f"(at most {len(self.names)}), at least one rank")
         family = family or mpi_family(mpiexec)
         used = [(h, s) for h, s in zip(self.names, slots, strict=False) if s > 0]
-        n = str(sum(s for _, s in used))
-        if family == "openmpi":
-            spec = ",".join(f"{h}:{s}" for h, s in used)
-            cmd = [mpiexec, "--prtemca", "plm_ssh_agent", self.wrapper, "--host", spec,
-                   "-np", n, *OPENMPI_OPTIONS, *argv]
-            return self.inside(used[0][0], cmd), dict(OPENMPI_ENV)
-        spec = ",".join(f"{h}:{s}" for h, s in used)
-        cmd = [mpiexec, "-hosts", spec, "-launcher", "rsh", "-launcher-exec", self.wrapper,
-               "-n", n, *argv]
-        return self.inside(used[0][0], cmd), dict(MPICH_ENV)
+        spec, n = ",".join(f"{h}:{s}" for h, s in used), str(sum(s for _, s in used))
+        flags, env = self.standin(family)
+        hosts = ["--host", spec, "--bind-to", "none"] if family == "openmpi" else \
+            ["-hosts", spec]
+        return self.inside(used[0][0], [mpiexec, *flags, *hosts, "-np", n, *argv]), env
 
     def run(self, argv: Sequence[str], timeout: float, env: dict[str, str] | None = None,
             cwd: str | None = None) -> JobResult:
