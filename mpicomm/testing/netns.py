@@ -495,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _raise_interrupt)
         with Hosts(args.hosts, rate=rate) as net:
             job, env = net.launch(slots, cmd, args.mpiexec)
+            # ``python`` in the command is this one (the venv's, whichever MPI it holds)
+            env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
             print(f"netns: {args.hosts} hosts {', '.join(net.names)} ({net.prefix}-*), "
                   f"links {args.rate}, ranks {slots}: {' '.join(cmd)}", file=sys.stderr)
             res = net.run(job, args.timeout, env=env)
