@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 "clock": clock.name(),  # the clock the times are in (a default may pick it)
                 "thread_level": level, "config": asdict(cfg), "options": options,
                 "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size(),
-                "reducers": described, "crossovers": crossings}
+                "reducers": described, "crossovers": crossings,
+                "cluster": H.cluster_record(args, world.Get_size())}
         H.write_records(rows, meta, args.json, args.csv)
     return 1 if any(r["wrong"] for r in rows) else 0
