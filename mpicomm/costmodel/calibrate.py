@@ -373,16 +373,15 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
 
 # ------------------------------------------- MPI's collectives on measured links
 def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
-    """``costmodel.native.mpi_collective_time``'s algorithms on a measured link
-    (``--links-from``): each step's message takes the link's measured time at its size —
-    the exchange time t_x where both ranks of a step send at once (recursive doubling and
-    halving, the allgathers), the one-way t where one sends (binomial trees, scatter,
-    gather) — and reductions (inside MPI) the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving
-    then doubling ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else
-    ``Σ_k t_x(n/2^k) + t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else
-    ``Σ_k t(n/2^k) + t_x(n/2^k)``; allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p
-    rounded up); long allreduce and reduce above glibc's mmap threshold also fault in MPICH's
-    temporary (``_temporary``)."""
+    """``costmodel.native.mpi_collective_time``'s algorithms on a measured link (``--links-from``):
+    each step's message takes the link's measured time at its size — the exchange time t_x where
+    both ranks of a step send at once (recursive doubling and halving, the allgathers), the
+    one-way t where one sends (binomial trees, scatter, gather) — and reductions (inside MPI)
+    the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving then doubling
+    ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else ``Σ_k t_x(n/2^k) +
+    t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else ``Σ_k t(n/2^k) + t_x(n/2^k)``;
+    allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up); long allreduce and reduce
+    above glibc's mmap threshold also fault in MPICH's temporary (``_temporary``)."""
     if p < 2:
         return 0.0
     lg = math.ceil(math.log2(p))
