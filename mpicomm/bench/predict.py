@@ -248,7 +248,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     if "--nics-per-node" not in known:  # the reducer options' flag, when model has them
         g.add_argument("--nics-per-node", type=int, default=None,
                        help="NICs a node's ranks share (default: the profile's; explicit "
-                            "links: 1)")
+                            "links: one per rank)")
     g.add_argument("--gamma-rate", default="1000GB/s",
                    help="explicit links: add rate, bytes/s of γ = 1/rate (default: GPU HBM)")
     g.add_argument("--table", action="store_true",

@@ -218,6 +218,8 @@ def _apply_profile(args: argparse.Namespace) -> None:
     if getattr(args, "clock", None) == "wall":
         raise ConfigError(f"--profile {name}: a modelled cluster needs the virtual clock; drop "
                           "--clock wall or --profile")
+    if hasattr(args, "clock") and args.clock is None:
+        args.clock = "virtual"  # a profile is a modelled cluster
     given = getattr(args, GIVEN, frozenset())
     names = getattr(args, "strategy", None) or getattr(args, "strategies", None)
     ring = names is None or "ring" in str(names).split(",")
@@ -227,6 +229,8 @@ def _apply_profile(args: argparse.Namespace) -> None:
                     "none":
                 continue
             value = min(value, MAX_CHANNELS)
+        elif not hasattr(args, key) and key == "accelerator":
+            continue  # a command without the device model's flag
         elif getattr(args, key, None) is not None:
             continue
         setattr(args, key, value)

@@ -189,7 +189,7 @@ def is_given(flags: Any, name: str, differs: bool) -> bool:
 # (``costmodel.profiles.build_cluster`` turns them into one): --profile sets them all, an
 # explicit flag overrides its own field only
 CLUSTER_FLAGS = ("profile", "inter_link", "intra_link", "ranks_per_node", "nics_per_node",
-                 "channels", "links_from")
+                 "channels", "links_from", "accelerator")  # accelerator: the device model's
 
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:

@@ -289,8 +289,9 @@ MEASURED = "this-machine"  # the profile of this host's measured links (``--link
 
 def profile_fields(name: str) -> dict:
     """The cluster flags ``--profile NAME`` sets (``core.flags.CLUSTER_FLAGS``), as values of
-    the reducer options: links (``Link``, efficiency kept), ranks and NICs per node, and the
-    default ring's channels (one per NIC); ``this-machine``: this host's measured links.
+    the reducer options: links (``Link``, efficiency kept), ranks and NICs per node, the
+    default ring's channels (one per NIC) and, where the profile has a ``device``, its
+    ``accelerator`` (``--accelerator``); ``this-machine``: this host's measured links.
     ``ConfigError`` for an unknown name, listing the valid ones."""
     if name == MEASURED:
         return {"links_from": MEASURED}
@@ -298,8 +299,11 @@ def profile_fields(name: str) -> dict:
         raise ConfigError(f"unknown profile {name!r}; valid profiles: "
                           f"{', '.join([*CLUSTERS, MEASURED])}")
     c = CLUSTERS[name]
-    return {"inter_link": c.inter, "intra_link": c.intra, "ranks_per_node": c.ranks_per_node,
-            "nics_per_node": c.nics_per_node, "channels": c.channel_count}
+    fields = {"inter_link": c.inter, "intra_link": c.intra, "ranks_per_node": c.ranks_per_node,
+              "nics_per_node": c.nics_per_node, "channels": c.channel_count}
+    if c.device is not None:  # the device model's hook: a profile brings its accelerator
+        fields["accelerator"] = getattr(c.device, "name", c.device)
+    return fields
 
 
 def cluster_of(flags: Any, ranks: int) -> Cluster:
