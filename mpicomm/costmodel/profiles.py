@@ -224,7 +224,7 @@ def net_plugin_latency(c: Cluster) -> float:
 def nccl_protocols(c: Cluster) -> tuple[Protocol, ...] | None:
     """NCCL's protocols for a named GPU profile (all of ``CLUSTERS`` run NCCL); None otherwise.
 
-    A cluster built elsewhere (``cluster_from_links``, a test's) keeps its own single α per
+    A cluster built elsewhere (``build_cluster`` of link flags, a test's) keeps its own single α per
     hop; a profile changed by ``dataclasses.replace`` (a NIC count, a rate) keeps its name.
     """
     return NCCL_PROTOCOLS if c.name in CLUSTERS and c.pipelined else None
