@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
     (2, ["--strategy", "ps", "--ps-mode", "sync", "--bucket-mb", "25"],
      "--bucket-mb has no effect under --ps-mode"),
     (2, ["--holdout", "0.1"], "--holdout 0.1 sets the held-out fraction of --data"),
-    (2, ["--pipeline-stages", "2", "--overlap"], "--overlap is not supported with"),
+    (2, ["--pipeline-stages", "2", "--strategy", "ps", "--dedicated"], "--dedicated is not "
+     "supported with --pipeline-stages"),
     # a clock flag under the wall clock: one line and exit 2, no MPI_Abort banner (it had one)
     (2, ["--compute-scale", "2", "--clock", "wall"], "--compute-scale: virtual-clock only"),
     (2, ["--flop-rate", "1e11", "--clock", "wall"], "--flop-rate: virtual-clock only"),

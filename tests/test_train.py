@@ -52,7 +52,7 @@ def test_strategies_reach_the_same_params(tmp_path):
                timeout=90).expect_ok()
     ref, _, step = params(tmp_path / "native.npz")
     assert step == 20
-    start = mpicomm.train.model.MLP((16, 32, 32, 4), seed=0).params
+    start = mpicomm.nn.MLP((16, 32, 32, 4), seed=0).params
     assert rel_err(ref, start) > 1e-2  # training moved the params, so agreement means something
     for label in ("ring", "hierarchical", "ps", "ps2", *extra):
         got = params(tmp_path / f"{label}.npz")[0]
@@ -390,8 +390,8 @@ def test_topk_residuals_follow_a_changed_bucket_size():
     """A top-k checkpoint resumed with another --bucket-mb: the residuals are per element, so
     they are carried over to the new buckets (they restarted from zero before, silently)."""
     from mpicomm.engine import plan_buckets
+    from mpicomm.nn import layer_tensors, num_params
     from mpicomm.train.checkpoint import rebucket_residuals
-    from mpicomm.train.model import layer_tensors, num_params
 
     layers = (16, 32, 32, 4)
     n, tensors = num_params(layers), layer_tensors(layers)

@@ -43,7 +43,7 @@ from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.p2p import virtual
 from mpicomm.reducers import check_request, strategies
 from mpicomm.train import loop as T
-from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
+from mpicomm.train import metrics, parallel_setup, ps_setup, zero_setup
 from mpicomm.train.config import add_arguments as config_arguments
 from mpicomm.train.config import check_strategy_options, check_world
 
@@ -149,7 +149,7 @@ def _configure(args: argparse.Namespace, names: list[str],
                             "--repeats runs a strategy several times")
     flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
     cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
-    if parallel_run.is_model_parallel(cfg):  # the table, reading and model are data-parallel
+    if parallel_setup.is_model_parallel(cfg):  # the table, reading and model are data-parallel
         raise T.ConfigError("--pipeline-stages / --tensor-parallel: compare --strategies times "
                             "data-parallel strategies; put layouts side by side with "
                             "--layouts dp,ppK,tpK,dpAxppK (docs/parallelism.md)")
@@ -162,7 +162,7 @@ def _configure(args: argparse.Namespace, names: list[str],
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
         check_world(run_cfg, size)  # e.g. a --straggler on what is ps:MODE's server
         zero_setup.check_zero_flags(run_cfg, single_run=False)
-        parallel_run.check_parallel_flags(run_cfg, size)
+        parallel_setup.check_parallel_flags(run_cfg, size)
         if run_cfg.ps_mode:
             ps_setup.check_ps_flags(run_cfg, size, single_run=False)
         else:

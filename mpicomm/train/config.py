@@ -44,10 +44,10 @@ from mpicomm.core.options import (
     ReducerOptions,
     check_strategy_options,
 )
+from mpicomm.nn import parse_layers
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
 from mpicomm.train.data import DEFAULT_HOLDOUT
-from mpicomm.train.model import parse_layers
 
 __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
            "check_strategy_options", "ONE_RANK_NOTE", "field_fingerprints"]
@@ -453,7 +453,7 @@ def memory_need(cfg: TrainConfig) -> tuple[int, str]:
     holds at least 1/P; ZeRO shards only what comes beyond), and the synthetic set every rank
     holds whole ((train + test rows) x features, float32)."""
     from mpicomm.core.units import fmt_bytes
-    from mpicomm.train.model import num_params
+    from mpicomm.nn import num_params
 
     split = max(1, cfg.pipeline_stages) * max(1, cfg.tensor_parallel)
     params = num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize // split

@@ -35,7 +35,7 @@ import numpy as np
 from mpicomm.core.flags import is_given
 from mpicomm.train import loop as T
 from mpicomm.train import metrics
-from mpicomm.train.parallel_run import check_parallel_flags
+from mpicomm.train.parallel_setup import check_parallel_flags
 from mpicomm.train.zero_setup import check_zero_flags
 
 __all__ = ["check_layout_flags", "layout_config", "run", "LAYOUT_COLUMNS"]

@@ -29,8 +29,8 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.engine import plan_buckets
+from mpicomm.nn import layer_tensors, num_params
 from mpicomm.train import metrics, ps_timeline, slow_rank
-from mpicomm.train.model import layer_tensors, num_params
 from mpicomm.train.summary import history, scores, traffic, warm_steps
 
 __all__ = ["RunRecord", "build_record", "PS_FIELDS"]
@@ -127,12 +127,12 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     """Return the run's record, the same on every rank (collective over ``world.comm``)."""
     comm, W, mode = world.comm, world.workers, cfg.ps_algorithm
     lockstep = mode in (None, "sync")
-    timeline = ps_timeline.gather(comm, out if world.is_worker else None, W)       # 1.
+    timeline = ps_timeline.gather(comm, out if world.reports else None, W)         # 1.
     series = np.asarray(timeline.step_series("sync" if lockstep else "async"))     # 2.
-    times = out["times"] if world.is_worker else np.zeros((0, 5))
+    times = out["times"] if world.reports else np.zeros((0, 7))
     timed = times[warm_steps(len(times)):]                                          # 3.
-    row = np.array([float(world.is_worker), len(times), len(timed), timed[:, 0].sum(),
-                    *timed.sum(axis=0)])
+    row = np.array([float(world.reports), len(times), len(timed), timed[:, 0].sum(),
+                    *timed[:, :5].sum(axis=0)])
     rows = metrics.gather_rows(comm, row)
     wk = rows[rows[:, 0] > 0]
     steps_by_worker = [int(x) for x in wk[:, 1]]
@@ -142,23 +142,24 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     share = (lambda s: s / step) if n_timed and step > 0 else (lambda s: NAN)  # noqa: E731
     other = step - compute - exposed - opt
     rounds = sum(steps_by_worker) // W                                              # 4.
-    losses = out["losses"] if world.is_worker else np.zeros(0)
+    losses = out["losses"] if world.reports else np.zeros(0)
     if lockstep:
-        hist = history(comm, losses, times[:, 0], world.is_worker)
+        hist = history(comm, losses, times[:, 0], world.reports)
     else:  # workers' steps are not simultaneous: windows of W pushes in time order
         hist = timeline.history()
-    st = world.reducer.stats
-    moved = traffic(metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv])), rounds)
+    moved = traffic(metrics.gather_rows(comm, np.array(world.bytes_moved())), rounds)
     if cfg.ps_mode:
         buckets, overlap = 1, False  # one push per server per step
-    else:
-        buckets = len(plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
-                                   cfg.bucket_mb * 2**20))
+    else:  # a split model: each part's plan; the most any part has
+        tensors = layer_tensors(cfg.layers) if world.group is None else job.model.tensors
+        buckets = len(plan_buckets(tensors, np.dtype(cfg.dtype).itemsize, cfg.bucket_mb * 2**20))
+        if world.group is not None:
+            buckets = int(metrics.max_over_ranks(comm, np.array([buckets]))[0])
         # one bucket: nothing to overlap; ZeRO sends on the training thread
         overlap = bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
-        strategy=f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy,
+        strategy=world.label,
         ranks=comm.Get_size(), workers=W, params=num_params(cfg.layers),
         grad_bytes=num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize,
         global_batch=world.global_batch, steps=int(max(steps_by_worker, default=0)),
@@ -175,7 +176,7 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         buckets=buckets, allreduce_calls_per_step=buckets, bucket_mb=cfg.bucket_mb,
         overlap=overlap, overlap_forward=bool(overlap and cfg.overlap_forward),
         accumulate=cfg.accumulate, baseline_samples_per_sec=baseline_sps,
-        scaling_efficiency=sps / (W * baseline_sps) if baseline_sps else None,
+        scaling_efficiency=sps / (W * world.parts * baseline_sps) if baseline_sps else None,
         resumed_from_step=job.start_step if cfg.resume else None,
         checkpoint_s=float(out["checkpoint_s"]), reducer=world.reducer.describe(),
         clock=clock.name(),

@@ -15,8 +15,8 @@ from test_train import train as _train
 
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.engine.grad_engine import GradEngine
+from mpicomm.nn import layer_tensors
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.model import layer_tensors
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 # several buckets of this model: one per weight and per bias
