@@ -323,11 +323,7 @@ def _check_overlap_forward(cfg: TrainConfig, bad: Any) -> None:
                ("--strategy zero", cfg.strategy == "zero", "its buckets are reduced on the "
                 "training thread"),
                ("--dedicated", cfg.dedicated, "every rank must be a worker, which agrees on the "
-                "order of the buckets"),
-               ("--pipeline-stages", cfg.pipeline_stages > 1, "the stages' runner has no "
-                "gradient engine"),
-               ("--tensor-parallel", cfg.tensor_parallel > 1, "the parts' runner has no "
-                "gradient engine")]
+                "order of the buckets")]
     for flag, refuse, why in refused:
         if refuse:
             bad(f"--overlap-forward cannot take effect with {flag}: {why}")

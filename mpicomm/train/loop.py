@@ -115,7 +115,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
         record.update(parallel_setup.record_fields(cfg, world.comm, world.group, job.model,
                                                    times["times"], job.velocity))
         world.close()
-    if cfg.tensorboard and world.writes:  # from the per-step arrays, after the run
+    if cfg.tensorboard and world.reports and world.worker_rank == 0:  # it has the loss
         tensorboard.write_run(cfg.tensorboard, cfg, record, times, world.reducer.stats,
                               job.start_step)
     return record
