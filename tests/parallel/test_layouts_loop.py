@@ -73,3 +73,24 @@ def test_checkpoint_resume_bit_identical_and_trace(tmp_path, family):
     assert any(p.name.startswith("events") for p in run_dir.iterdir())
     with np.load(tmp_path / family / "full.npz") as ck:  # the whole model: any layout resumes
         assert ck["params"].size == v["rec"]["params"]
+
+
+@pytest.mark.slow  # three jobs
+def test_a_pipeline_checkpoint_resumes_as_a_ring_run(tmp_path):
+    """The checkpoint holds the whole model: 3 steps of pp2 then 3 of the ring on one rank
+    (the same global batch) take the steps a straight tp2 run takes (float64, 1e-9)."""
+    args = ["-m", "mpicomm", "train", "--layers", LAYERS, "--batch-size", "16",
+            "--train-samples", "256", "--test-samples", "32", "--log-every", "0", "--dtype",
+            "float64", "--checkpoint", str(tmp_path / "c.npz")]
+    res = run_mpi(2, [*args, "--steps", "3", "--pipeline-stages", "2", "--micro-batches", "2"],
+                  timeout=60)
+    assert res.returncode == 0, res.tail()
+    res = run_mpi(1, [*args, "--steps", "6", "--resume", "--json", str(tmp_path / "a.json")],
+                  timeout=60)
+    assert res.returncode == 0, res.tail()
+    res = run_mpi(2, [*args[:-2], "--steps", "6", "--tensor-parallel", "2", "--json",
+                      str(tmp_path / "b.json")], timeout=60)
+    assert res.returncode == 0, res.tail()
+    a, b = (json.loads((tmp_path / f).read_text())["results"][0] for f in ("a.json", "b.json"))
+    assert a["resumed_from_step"] == 3 and b["strategy"] == "tp2"
+    np.testing.assert_allclose(a["loss_history"], b["loss_history"][3:], rtol=1e-9, atol=0)
