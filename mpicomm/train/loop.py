@@ -36,7 +36,7 @@ import numpy as np
 from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.core.topology import spans_world
-from mpicomm.engine import GradEngine, PSEngine, plan_buckets
+from mpicomm.engine import Engine, GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.nn import MLP, layer_tensors
 from mpicomm.reducers import make_reducer
@@ -333,7 +333,7 @@ def _layers_text(layers: tuple[int, ...]) -> str:
 
 
 # --------------------------------------------------------------- 4. engine
-def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngine | None:
+def make_engine(cfg: TrainConfig, world: World, job: Job) -> Engine | None:
     """Return the worker's sync engine (None on a server, which gets its shard here)."""
     if cfg.ps_mode:  # a worker's PSEngine; a server gets its shard and optimizer
         return ps_setup.make_ps_engine(cfg, world.reducer, job.model)
@@ -358,7 +358,7 @@ TIME_COLUMNS = ("step", "compute", "comm_exposed", "optimizer", "comm_total", "m
                 "span")
 
 
-def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
+def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Engine,
                 tracer: TraceFile | None) -> dict[str, Any]:
     """Run the steps; return per-step seconds (``TIME_COLUMNS``), step ends, losses, saving time."""
     n_max = max(world.max_steps - job.start_step, 0)
@@ -376,7 +376,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
               cfg.weight_decay)
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     window = cfg.trace_window()
-    ahead = ForwardUpdates(engine, sgd) if getattr(engine, "overlap_forward", False) else None
+    ahead = ForwardUpdates(engine, sgd) if engine.overlap_forward else None
     perf = clock.now
     origin = t0 = perf()
     for i in range(n_max):
@@ -389,7 +389,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         loss, compute, in_backward, ahead_s, parts_s = fb
         t2 = perf()
         defer = ahead is not None and ahead.may_defer(i, n_max, _checkpoint_due(cfg, step), lr)
-        for bucket in engine.reduced(defer=defer) if defer else engine.reduced():  # 5b.
+        for bucket in engine.reduced(defer=defer):                              # 5b.
             t = perf() if rec is not None else 0.0
             sgd.update(bucket.index, lr)
             if rec is not None:  # stamp: every bucket's SGD ends on this line
@@ -412,7 +412,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
             codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
             if world.worker_rank == 0:  # (each part of replica 0: the save gathers them)
                 engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
-                exact = getattr(engine, "server_params", None)  # compressed PS: theirs too
+                exact = engine.server_params  # a compressed PS: the servers' own too
                 _save(cfg, world, job, step,
                       codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
             if world.workers_comm is not None:  # the save is every worker's checkpoint time
@@ -438,7 +438,7 @@ class ForwardUpdates:
     """``--overlap-forward``: the SGD of the buckets the engine deferred, run by the next
     forward just before the first layer each holds (``GradEngine.ready_for``)."""
 
-    def __init__(self, engine: GradEngine, sgd: SGD) -> None:
+    def __init__(self, engine: Engine, sgd: SGD) -> None:
         self.engine, self.sgd, self.lr, self.seconds = engine, sgd, 0.0, 0.0
 
     def may_defer(self, i: int, n: int, checkpoint: bool, lr: float) -> bool:
@@ -459,7 +459,7 @@ class ForwardUpdates:
                              thread="training")
 
 
-def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine, rec: Any,
+def _forward_backward(cfg: TrainConfig, job: Job, engine: Engine, rec: Any,
                       ahead: ForwardUpdates | None) -> tuple[float, float, float, float, float]:
     """Run the step's micro-batches; return (summed mean loss / K, compute seconds, seconds of
     communication the engine spent inside forward and backward, which are not compute,

@@ -71,9 +71,7 @@ def test_the_tail_is_waited_for_inside_the_next_forward(tmp_path):
     (dict(strategy="ps", ps_mode="sync"), "--ps-mode"),
     (dict(strategy="zero"), "--strategy zero"),
     (dict(strategy="ps", dedicated=True), "--dedicated"),
-    (dict(pipeline_stages=2), "--pipeline-stages"),
-    (dict(tensor_parallel=2), "--tensor-parallel"),
-])
+])  # pipeline and tensor runs: it works (tests/parallel/test_layouts_loop.py)
 def test_refused_where_it_cannot_take_effect(flags, named):
     with pytest.raises(ConfigError, match=f"--overlap-forward cannot take effect with {named}"):
         TrainConfig(overlap_forward=True, **flags)
