@@ -6,7 +6,7 @@
         model.forward(x, y)
         engine.backward(model.backward(), last=k == engine.accumulate - 1)
     for bucket in engine.reduced():                 # each bucket once its reduction is done
-        sgd.update(bucket.lo, bucket.hi)            # the optimizer waits only for what it needs
+        sgd.update(bucket.index, lr)                # the optimizer waits only for what it needs
     engine.close()
 
 One optimizer step:
