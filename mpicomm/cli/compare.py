@@ -175,20 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from mpicomm.core.topology import Topology
 
     if getattr(args, "layouts", None):  # parallelism layouts side by side
-        from mpicomm.train import layouts
-
-        if is_given(args, "strategies", args.strategies != ",".join(DEFAULT_STRATEGIES)):
-            if metrics.world().Get_rank() == 0:
-                print("mpicomm compare: error: --strategies has no effect with --layouts (every "
-                      "layout reduces with the ring; docs/parallelism.md); give one or the other",
-                      flush=True)
-            return 2
-        if args.explain:  # the reading it explains is the strategies' table, not the layouts'
-            if metrics.world().Get_rank() == 0:
-                print("mpicomm compare: error: --explain has no effect with --layouts (it "
-                      "explains the --strategies table)", flush=True)
-            return 2
-        return layouts.run(args)
+        return _run_layouts(args)
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -205,10 +192,7 @@ def run(args: argparse.Namespace) -> int:
     topology = topo.describe()
     # hierarchical: the user's node size; else the real nodes when the job spans
     # several hosts; else (one host) simulated nodes of 2 ranks
-    if user_rpn is not None:
-        hier_rpn = user_rpn
-    else:
-        hier_rpn = None if topo.num_nodes > 1 else 2
+    hier_rpn = user_rpn if user_rpn is not None else None if topo.num_nodes > 1 else 2
     one_host = topo.num_nodes == 1
     topo.free()
     if one_host and user_rpn is None and "hierarchical" in names and len(names) > 1 and \
@@ -224,28 +208,10 @@ def run(args: argparse.Namespace) -> int:
     if rank0 and sharing:
         print(sharing, flush=True)
 
-    # Rounds interleave the strategies, so a burst of load on a shared host hits them
-    # alike; each strategy reports its median-throughput round, the verdict uses all.
-    runs: dict[str, list[dict]] = {name: [] for name in names}
-    baselines = []
-    solo = args.solo_baseline
-    prog = Progress(args.repeats * (len(names) + solo), "compare", enabled=rank0)
     try:
-        for rnd in range(args.repeats):
-            if solo:
-                prog.begin(f"round {rnd + 1}/{args.repeats}: 1-worker baseline")
-                baselines.append(T.measure_baseline(cfg, comm))
-                prog.done()
-            for name in names:
-                prog.begin(f"round {rnd + 1}/{args.repeats}: {name}")
-                rpn = hier_rpn if name == "hierarchical" else user_rpn
-                run_cfg = dataclasses.replace(run_cfgs[name], ranks_per_node=rpn)
-                runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
-                prog.done()
+        runs, baselines = _rounds(args, cfg, run_cfgs, comm, (hier_rpn, user_rpn))
     except T.SetupError:
         return 2
-    finally:
-        prog.close()
     baseline = float(np.median(baselines)) if baselines else None
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
@@ -262,6 +228,53 @@ def run(args: argparse.Namespace) -> int:
     if rank0:
         _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
     return 0
+
+
+def _run_layouts(args: argparse.Namespace) -> int:
+    """``compare --layouts``: refuse the flags it would ignore, then ``train.layouts.run``."""
+    from mpicomm.train import layouts
+
+    if is_given(args, "strategies", args.strategies != ",".join(DEFAULT_STRATEGIES)):
+        if metrics.world().Get_rank() == 0:
+            print("mpicomm compare: error: --strategies has no effect with --layouts (every "
+                  "layout reduces with the ring; docs/parallelism.md); give one or the other",
+                  flush=True)
+        return 2
+    if args.explain:  # the reading it explains is the strategies' table, not the layouts'
+        if metrics.world().Get_rank() == 0:
+            print("mpicomm compare: error: --explain has no effect with --layouts (it "
+                  "explains the --strategies table)", flush=True)
+        return 2
+    return layouts.run(args)
+
+
+def _rounds(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, comm: object,
+            rpn: tuple[int | None, int | None]) -> tuple[dict[str, list[dict]], list[float]]:
+    """Run ``--repeats`` rounds of every strategy (and the 1-worker baseline); return each
+    strategy's records and the baselines. Rounds interleave the strategies, so a burst of
+    load on a shared host hits them alike; each strategy reports its median-throughput
+    round, the verdict uses all. ``rpn``: hierarchical's ranks per node, the others'."""
+    names = list(run_cfgs)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    baselines = []
+    solo = args.solo_baseline
+    prog = Progress(args.repeats * (len(names) + solo), "compare",
+                    enabled=comm.Get_rank() == 0)
+    try:
+        for rnd in range(args.repeats):
+            if solo:
+                prog.begin(f"round {rnd + 1}/{args.repeats}: 1-worker baseline")
+                baselines.append(T.measure_baseline(cfg, comm))
+                prog.done()
+            for name in names:
+                prog.begin(f"round {rnd + 1}/{args.repeats}: {name}")
+                run_cfg = dataclasses.replace(run_cfgs[name], ranks_per_node=rpn[0] if
+                                              name == "hierarchical" else rpn[1])
+                runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
+                prog.done()
+    finally:
+        prog.close()
+    return runs, baselines
 
 
 def _clock_line(cfg) -> str:

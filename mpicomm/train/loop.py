@@ -409,14 +409,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Engine,
         if rec is not None:
             rec.complete(f"step {step}", "step", t0, t5, thread="training")
         if _checkpoint_due(cfg, step):                                           # 5c.
-            codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
-            if world.worker_rank == 0:  # (each part of replica 0: the save gathers them)
-                engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
-                exact = engine.server_params  # a compressed PS: the servers' own too
-                _save(cfg, world, job, step,
-                      codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
-            if world.workers_comm is not None:  # the save is every worker's checkpoint time
-                metrics.barrier(world.workers_comm)
+            _checkpoint(cfg, world, job, engine, step)
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
         nvtx.pop()
@@ -424,6 +417,18 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Engine,
         if engine.stopped:  # async PS: server 0 has applied the run's pushes
             return _ran(out, i + 1)
     return _ran(out, n_max)
+
+
+def _checkpoint(cfg: TrainConfig, world: World, job: Job, engine: Engine, step: int) -> None:
+    """Save the run after ``step``: worker 0 writes (each part of replica 0 joins the gather
+    of a split model); with --checkpoint-every every worker waits for the save."""
+    codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
+    if world.worker_rank == 0:
+        engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
+        exact = engine.server_params  # a compressed PS: the servers' own too
+        _save(cfg, world, job, step, codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
+    if world.workers_comm is not None:  # the save is every worker's checkpoint time
+        metrics.barrier(world.workers_comm)
 
 
 def _ran(out: dict, n: int) -> dict:

@@ -137,10 +137,6 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     wk = rows[rows[:, 0] > 0]
     steps_by_worker = [int(x) for x in wk[:, 1]]
     n_timed, wall = wk[:, 2].sum(), wk[:, 3].max()
-    step, compute, exposed, opt, total = wk[:, 4:9].sum(axis=0)
-    per = (lambda s: s / n_timed) if n_timed else (lambda s: NAN)  # noqa: E731
-    share = (lambda s: s / step) if n_timed and step > 0 else (lambda s: NAN)  # noqa: E731
-    other = step - compute - exposed - opt
     rounds = sum(steps_by_worker) // W                                              # 4.
     losses = out["losses"] if world.reports else np.zeros(0)
     if lockstep:
@@ -148,15 +144,7 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     else:  # workers' steps are not simultaneous: windows of W pushes in time order
         hist = timeline.history()
     moved = traffic(metrics.gather_rows(comm, np.array(world.bytes_moved())), rounds)
-    if cfg.ps_mode:
-        buckets, overlap = 1, False  # one push per server per step
-    else:  # a split model: each part's plan; the most any part has
-        tensors = layer_tensors(cfg.layers) if world.group is None else job.model.tensors
-        buckets = len(plan_buckets(tensors, np.dtype(cfg.dtype).itemsize, cfg.bucket_mb * 2**20))
-        if world.group is not None:
-            buckets = int(metrics.max_over_ranks(comm, np.array([buckets]))[0])
-        # one bucket: nothing to overlap; ZeRO sends on the training thread
-        overlap = bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
+    buckets, overlap = _plan(cfg, world, job)
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
         strategy=world.label,
@@ -166,13 +154,8 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         steps_timed=int(n_timed // W), samples_per_sec=sps,
         step_time_median_s=float(np.median(series)) if series.size else NAN,
         step_time_p90_s=float(np.percentile(series, 90)) if series.size else NAN,
-        step_times_s=series.tolist(), step_time_mean_s=per(step), compute_s=per(compute),
-        comm_s=per(exposed), comm_exposed_s=per(exposed), comm_total_s=per(total),
-        # exposed also holds the hand-off from the comm thread, so it can exceed total: clamp
-        overlap_fraction=max(0.0, 1 - exposed / total) if total > 0 else NAN,
-        optimizer_s=per(opt), other_s=per(other), compute_share=share(compute),
-        comm_share=share(exposed), optimizer_share=share(opt), other_share=share(other),
-        **moved, **scores(cfg, world, job, losses, len(losses)), **hist,
+        step_times_s=series.tolist(), **_step_means(wk[:, 4:9].sum(axis=0), n_timed), **moved,
+        **scores(cfg, world, job, losses, len(losses)), **hist,
         buckets=buckets, allreduce_calls_per_step=buckets, bucket_mb=cfg.bucket_mb,
         overlap=overlap, overlap_forward=bool(overlap and cfg.overlap_forward),
         accumulate=cfg.accumulate, baseline_samples_per_sec=baseline_sps,
@@ -194,6 +177,35 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         world.say(f"WARNING: {rec.strategy}: the run diverged: the final loss is "
                   f"{rec.final_loss} (NaN or inf parameters or inputs; try a smaller --lr)")
     return rec
+
+
+def _plan(cfg: Any, world: Any, job: Any) -> tuple[int, bool]:
+    """The buckets of a step and whether they overlap backward (collective for a split
+    model: each part has its own plan; the most any part has)."""
+    if cfg.ps_mode:
+        return 1, False  # one push per server per step
+    tensors = layer_tensors(cfg.layers) if world.group is None else job.model.tensors
+    buckets = len(plan_buckets(tensors, np.dtype(cfg.dtype).itemsize, cfg.bucket_mb * 2**20))
+    if world.group is not None:
+        buckets = int(metrics.max_over_ranks(world.comm, np.array([buckets]))[0])
+    # one bucket: nothing to overlap; ZeRO sends on the training thread
+    return buckets, bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
+
+
+def _step_means(sums: np.ndarray, n_timed: float) -> dict[str, float]:
+    """Means per timed step and shares of the step, from the workers' summed columns
+    (step, compute, exposed comm, optimizer, total comm); the rest of the step is other."""
+    step, compute, exposed, opt, total = sums
+    per = (lambda s: s / n_timed) if n_timed else (lambda s: NAN)  # noqa: E731
+    share = (lambda s: s / step) if n_timed and step > 0 else (lambda s: NAN)  # noqa: E731
+    other = step - compute - exposed - opt
+    return dict(
+        step_time_mean_s=per(step), compute_s=per(compute), comm_s=per(exposed),
+        comm_exposed_s=per(exposed), comm_total_s=per(total),
+        # exposed also holds the hand-off from the comm thread, so it can exceed total: clamp
+        overlap_fraction=max(0.0, 1 - exposed / total) if total > 0 else NAN,
+        optimizer_s=per(opt), other_s=per(other), compute_share=share(compute),
+        comm_share=share(exposed), optimizer_share=share(opt), other_share=share(other))
 
 
 def _ps_fields(rec: RunRecord, cfg: Any, comm: Any, counts: dict | None, W: int,
