@@ -333,10 +333,9 @@ def test_the_command_line_tells_a_flag_given_at_its_default():
     check_strategy_options(_given("bench", "--servers", "1"), ["ps"])  # ps reads it
     check_strategy_options(_given("bench"), ["native"])  # nothing typed: nothing refused
     with pytest.raises(ConfigError, match="--holdout 0.1 sets the held-out fraction"):
-        TrainConfig.from_args(_given("train", "--holdout", "0.1"), ranks=2)
+        TrainConfig.from_args(_given("train", "--holdout", "0.1"))
     with pytest.raises(ConfigError, match="--train-samples size the synthetic task"):
-        TrainConfig.from_args(_given("train", "--data", "digits", "--train-samples", "16384"),
-                              ranks=2)
+        TrainConfig.from_args(_given("train", "--data", "digits", "--train-samples", "16384"))
     # a config built in Python has no command line: its values alone tell, as before
     check_world(TrainConfig(holdout=0.1), 2)
 
@@ -349,10 +348,10 @@ def test_overlap_typed_is_refused_where_nothing_overlaps(argv, name):
     no communication thread to turn on it is as ineffective as ``--no-overlap``."""
     from mpicomm.train import ps_setup, zero_setup
 
-    cfg = TrainConfig.from_args(_given("train", *argv, "--overlap"), ranks=4)
+    cfg = TrainConfig.from_args(_given("train", *argv, "--overlap"))
     with pytest.raises(ConfigError, match=f"^--overlap has no effect (with|under) {name}"):
         ps_setup.check_ps_flags(cfg, 4)
         zero_setup.check_zero_flags(cfg)
-    cfg = TrainConfig.from_args(_given("train", *argv), ranks=4)  # not typed: nothing refused
+    cfg = TrainConfig.from_args(_given("train", *argv))  # not typed: nothing refused
     ps_setup.check_ps_flags(cfg, 4)
     zero_setup.check_zero_flags(cfg)

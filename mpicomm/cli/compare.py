@@ -42,10 +42,11 @@ from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.p2p import virtual
 from mpicomm.reducers import check_request, strategies
+from mpicomm.train import layouts, metrics, parallel_setup
 from mpicomm.train import loop as T
-from mpicomm.train import metrics, parallel_setup, ps_setup, zero_setup
+from mpicomm.train.checks import check
 from mpicomm.train.config import add_arguments as config_arguments
-from mpicomm.train.config import check_strategy_options, check_world
+from mpicomm.train.config import check_strategy_options
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
 
@@ -160,12 +161,8 @@ def _configure(args: argparse.Namespace, names: list[str],
     check_strategy_options(cfg, [_split_name(s)[0] for s in names])
     run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
-        check_world(run_cfg, size)  # e.g. a --straggler on what is ps:MODE's server
-        zero_setup.check_zero_flags(run_cfg, single_run=False)
-        parallel_setup.check_parallel_flags(run_cfg, size)
-        if run_cfg.ps_mode:
-            ps_setup.check_ps_flags(run_cfg, size, single_run=False)
-        else:
+        check(run_cfg, size, single_run=False)  # e.g. a --straggler on ps:MODE's server
+        if not run_cfg.ps_mode:
             check_request(run_cfg.strategy, **run_cfg.reducer_options())
     return cfg, run_cfgs
 
@@ -231,9 +228,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_layouts(args: argparse.Namespace) -> int:
-    """``compare --layouts``: refuse the flags it would ignore, then ``train.layouts.run``."""
-    from mpicomm.train import layouts
-
+    """``compare --layouts``: every layout in one job (``train.layouts``); rank 0 prints the
+    table and writes --json. Refused in one line, exit 2: the flags it would ignore."""
     if is_given(args, "strategies", args.strategies != ",".join(DEFAULT_STRATEGIES)):
         if metrics.world().Get_rank() == 0:
             print("mpicomm compare: error: --strategies has no effect with --layouts (every "
@@ -245,7 +241,58 @@ def _run_layouts(args: argparse.Namespace) -> int:
             print("mpicomm compare: error: --explain has no effect with --layouts (it "
                   "explains the --strategies table)", flush=True)
         return 2
-    return layouts.run(args)
+    comm = metrics.world()
+    names = [s.strip() for s in args.layouts.split(",") if s.strip()]
+    try:
+        cfg, cfgs = _layout_configs(args, names, comm.Get_size())
+    except T.ConfigError as exc:  # the same on every rank, before any message
+        if comm.Get_rank() == 0:
+            print(f"mpicomm compare: error: {exc}", flush=True)
+        return 2
+    if cfg.blas_threads:
+        T.limit_blas_threads(cfg.blas_threads)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    try:
+        for _ in range(args.repeats):  # layouts take turns: load hits them alike
+            for name in names:
+                runs[name].append(T.run_training(cfgs[name], comm, verbose=False))
+    except T.SetupError:
+        return 2
+    records = []
+    for name in names:  # the median round of each
+        recs = sorted(runs[name], key=lambda r: r["samples_per_sec"])
+        records.append({**layouts.with_memory(cfgs[name], recs[(len(recs) - 1) // 2]),
+                        "layout": name})
+    if comm.Get_rank() == 0:
+        _print_layouts(args, cfg, names, records)
+    return 0
+
+
+def _layout_configs(args: argparse.Namespace, names: list[str],
+                    size: int) -> tuple[T.TrainConfig, dict[str, T.TrainConfig]]:
+    """The flags' config and each layout's, checked (``ConfigError``)."""
+    if size < 2:
+        raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
+    cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
+    layouts.check_layout_flags(cfg, names)
+    cfgs = {name: layouts.layout_config(cfg, name, size) for name in names}
+    for run_cfg in cfgs.values():  # every layout's refusals before the first one runs
+        check(run_cfg, size, single_run=False)
+    if not names or args.repeats < 1:
+        raise T.ConfigError("--layouts needs at least one layout and --repeats >= 1")
+    return cfg, cfgs
+
+
+def _print_layouts(args: argparse.Namespace, cfg: T.TrainConfig, names: list[str],
+                   records: list[dict]) -> None:
+    print(layouts.format_layouts(records))
+    print("memory per rank; comm ms: exposed (waiting for other ranks); times measured "
+          "with the clock '" + str(records[0].get("clock")) + "'")
+    if args.json:
+        slim = [{k: v for k, v in r.items() if k != "step_times_s"} for r in records]
+        T.write_json(args.json, T.document("compare", cfg, slim, {}, layouts=names,
+                                           repeats=args.repeats))
+        print(f"wrote {args.json}")
 
 
 def _rounds(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, comm: object,

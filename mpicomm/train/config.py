@@ -139,26 +139,15 @@ class TrainConfig(ReducerFields):
         return "sync" if self.ps_mode == "ssp" and self.staleness == 0 else self.ps_mode
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, ranks: int | None = None) -> TrainConfig:
-        """Build the config from parsed flags (flag names = field names), checked for the job.
-
-        ``ranks`` is the job's size (default: ``MPI.COMM_WORLD``'s): what cannot take
-        effect on that many ranks is refused (``check_world``); a 1-rank job prints
-        ``ONE_RANK_NOTE`` once.
-        """
+    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
+        """Build the config from parsed flags (flag names = field names); what cannot take
+        effect in the job is the command's next call, ``train.checks.check(cfg, ranks)``."""
         names = {f.name for f in dataclasses.fields(cls)}
         cfg = cls(**{k: v for k, v in vars(args).items() if k in names})
         given = getattr(args, GIVEN, frozenset())
         if given:  # a flag given at its default value is checked as one given otherwise
             object.__setattr__(cfg, GIVEN, given)
             _check_data_flags(cfg, _refuse)
-        if ranks is None:
-            from mpicomm.train.metrics import world
-
-            ranks = world().Get_size()
-        check_world(cfg, ranks)
-        if ranks == 1:  # the command line without mpiexec: say so, then run
-            print(ONE_RANK_NOTE, flush=True)
         return cfg
 
     @classmethod

@@ -25,7 +25,6 @@ the engine, and the few cross-rank sums of the record go through ``train.metrics
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 from dataclasses import dataclass
@@ -52,13 +51,7 @@ from mpicomm.train.checkpoint import (
     restore_codec_state,
     save_checkpoint,
 )
-from mpicomm.train.config import (
-    ConfigError,
-    TrainConfig,
-    add_arguments,
-    check_strategy_options,
-    field_fingerprints,
-)
+from mpicomm.train.config import ConfigError, TrainConfig, field_fingerprints
 from mpicomm.train.data import DataError, Shard, load_dataset
 from mpicomm.train.record import build_record
 from mpicomm.train.report import document, format_table, write_json
@@ -67,9 +60,8 @@ from mpicomm.train.straggle import Delays
 from mpicomm.train.trace_writer import TraceFile
 
 __all__ = [
-    "TrainConfig", "ConfigError", "CheckpointError", "SetupError",
-    "add_arguments", "run", "run_training", "measure_baseline", "format_table", "write_json",
-    "document", "limit_blas_threads", "SGD",
+    "TrainConfig", "ConfigError", "CheckpointError", "SetupError", "run_training",
+    "measure_baseline", "format_table", "write_json", "document", "limit_blas_threads", "SGD",
 ]
 
 
@@ -573,56 +565,3 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     if metrics.first_failure(comm, failed) >= 0:
         raise SetupError("set-up of the 1-worker baseline failed on rank 0")
     return float(metrics.max_over_ranks(comm, np.array([sps]))[0])
-
-
-# -------------------------------------------------------------- command
-def run(args: argparse.Namespace) -> int:
-    """Run ``python -m mpicomm train`` on every rank; rank 0 prints and writes the JSON."""
-    from mpicomm.core.topology import Topology
-
-    comm = metrics.world()
-    failure = None
-    try:
-        cfg = TrainConfig.from_args(args)
-        check_strategy_options(cfg, [cfg.strategy], "--strategy")
-        ps_setup.check_ps_flags(cfg, comm.Get_size())
-        zero_setup.check_zero_flags(cfg)
-        parallel_setup.check_parallel_flags(cfg, comm.Get_size())
-    except ConfigError as exc:
-        failure = exc
-    # the same on every rank of one command; ranks started with other flags (MPMD) may
-    # disagree, and a rank that returned alone would leave the others waiting
-    bad = metrics.first_failure(comm, failure is not None)
-    if bad >= 0:
-        if comm.Get_rank() == bad:
-            where = f" (rank {bad} only: rank 0 accepted its flags)" if bad else ""
-            print(f"mpicomm train: error: {failure}{where}", flush=True)
-        return 2
-    if cfg.blas_threads:
-        limit_blas_threads(cfg.blas_threads)
-    topo = Topology(comm, ranks_per_node=cfg.ranks_per_node)
-    topology = topo.describe()
-    topo.free()
-    try:
-        baseline = measure_baseline(cfg, comm) if cfg.baseline else None
-        record = run_training(cfg, comm, baseline_sps=baseline)
-    except SetupError:
-        return 2
-    if comm.Get_rank() == 0:
-        if not record["steps"]:
-            print(f"nothing to train: the checkpoint is at step {record['resumed_from_step']} "
-                  f"of --steps {cfg.steps}")
-        print(format_table([record]))
-        if record.get("slow_rank_note"):
-            print(record["slow_rank_note"])
-        if record["steps_timed"]:
-            print(f"framework overhead (step time outside compute+comm+optimizer): "
-                  f"{100 * record['other_share']:.1f}%")
-        if cfg.trace:
-            print(f"wrote trace {cfg.trace} (open in https://ui.perfetto.dev)")
-        if cfg.tensorboard:
-            print(f"wrote TensorBoard scalars under {cfg.tensorboard} (tensorboard --logdir)")
-        if cfg.json:
-            write_json(cfg.json, document("train", cfg, [record], topology))
-            print(f"wrote {cfg.json}")
-    return 0
