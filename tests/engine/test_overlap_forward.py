@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi_harness import run_mpi
-from test_train import SMALL, ok, params
-from test_train import train as _train
+from train_runs import SMALL, ok, params
+from train_runs import train as _train
 
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.engine.grad_engine import GradEngine
