@@ -23,10 +23,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from mpicomm.nn import MLP
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.train.data import Shard, synthetic
 from mpicomm.train.loop import SGD
-from mpicomm.train.model import MLP
 
 
 def replay(lag: int, rule: str, lr: float, mu: float, seed: int, workers: int = 3,

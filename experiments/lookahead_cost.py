@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from mpicomm.nn import num_params
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.train.loop import SGD
-from mpicomm.train.model import num_params
 
 
 def main(n: int = num_params((256, 512, 512, 10)), workers: int = 3) -> None:

@@ -98,7 +98,7 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
     from mpicomm.cli.main import build_parser
     from mpicomm.core.errors import ConfigError
     from mpicomm.core.options import ReducerFields, ReducerOptions
-    from mpicomm.train.config import TrainConfig
+    from mpicomm.train.config import TrainConfig, check_world
 
     names = [f.name for f in dataclasses.fields(ReducerFields)]
     assert [f.name for f in dataclasses.fields(ReducerOptions)] == names
@@ -115,8 +115,9 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
         assert {k: getattr(args, k) for k in want} == want, command
     on_cpu = [f for f in flags if f != "--cuda-aware"]  # CuPy buffers only: refused on the CPU
     with pytest.raises(ConfigError, match="--cuda-aware/--no-cuda-aware: how CuPy buffers"):
-        TrainConfig.from_args(parser.parse_args(["train", *flags]), ranks=4)
-    cfg = TrainConfig.from_args(parser.parse_args(["train", *on_cpu]), ranks=4)
+        check_world(TrainConfig.from_args(parser.parse_args(["train", *flags])), 4)
+    cfg = TrainConfig.from_args(parser.parse_args(["train", *on_cpu]))
+    check_world(cfg, 4)
     assert isinstance(cfg.reducer, ReducerOptions)   # held, checked and parsed once
     assert cfg.reducer.compress == "topk:0.5" and cfg.reducer.inter_link.bandwidth == 1e9
     opts = cfg.reducer_options()

@@ -43,6 +43,25 @@ def test_layout_names_every_subpackage():
     assert [s for s in subpackages if s not in named] == []
 
 
+def test_layout_names_every_module():
+    """Every module of every subpackage is named in layout.md, beside its package."""
+    named = _named_paths()
+    modules = sorted(f"{p.parent.name}/{p.name}" for p in PKG.glob("*/*.py")
+                     if p.name != "__init__.py")
+    assert [m for m in modules if m not in named] == []
+
+
+def test_layout_layers_are_the_import_contracts():
+    """The layers layout.md draws, top to bottom, are pyproject.toml's import contract."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
+    block = LAYOUT.split("The layers, top to bottom")[1].split("```")[1]
+    drawn = [re.sub(r"\s{2,}.*$", "", line).strip() for line in block.strip().splitlines()]
+    assert drawn == layers
+
+
 def _imports(path: Path) -> set[str]:
     """The mpicomm modules ``path`` imports (any depth, also inside functions)."""
     out = set()
@@ -53,14 +72,33 @@ def _imports(path: Path) -> set[str]:
                 and node.module.startswith("mpicomm"):
             out.add(node.module)
             out |= {f"{node.module}.{a.name}" for a in node.names}
-    return out
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant) \
+                and str(node.args[0].value).startswith("mpicomm"):  # importlib, lazily
+            out.add(node.args[0].value)
+    # importing mpicomm.a.b runs mpicomm/a/__init__.py first
+    return out | {".".join(m.split(".")[:k]) for m in out for k in range(2, m.count(".") + 1)}
+
+
+def _module_name(path: Path) -> str:
+    """``mpicomm/codecs/__init__.py`` -> ``mpicomm.codecs``; other files by their path."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def test_no_import_circle():
-    """No module imports itself through others (packages' __init__ re-exports left out)."""
-    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts): p
-               for p in PKG.rglob("*.py") if p.name != "__init__.py"}
-    graph = {m: {d for d in _imports(p) if d in modules and d != m} for m, p in modules.items()}
+    """No module imports itself through others, packages' ``__init__.py`` included: importing
+    ``mpicomm.x.y`` runs ``mpicomm/x/__init__.py`` first, so a package's __init__ that imports
+    a module that imports a higher package back is a circle too."""
+    modules = {_module_name(p): p for p in PKG.rglob("*.py")}
+    modules.pop("mpicomm")  # the public names, loaded lazily on first use (layout.md)
+
+    def deps(m: str, p: Path) -> set[str]:
+        out = {d for d in _imports(p) if d in modules and d != m}
+        # a package's __init__ imports its modules; a module does not depend on its own package
+        return {d for d in out if not m.startswith(d + ".")}
+
+    graph = {m: deps(m, p) for m, p in modules.items()}
     allowed: set[frozenset] = set()
     circles = []
     for start in graph:

@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
     (2, ["--strategy", "ps", "--ps-mode", "sync", "--bucket-mb", "25"],
      "--bucket-mb has no effect under --ps-mode"),
     (2, ["--holdout", "0.1"], "--holdout 0.1 sets the held-out fraction of --data"),
-    (2, ["--pipeline-stages", "2", "--overlap"], "--overlap is not supported with"),
+    (2, ["--pipeline-stages", "2", "--strategy", "ps", "--dedicated"], "--dedicated is not "
+     "supported with --pipeline-stages"),
     # a clock flag under the wall clock: one line and exit 2, no MPI_Abort banner (it had one)
     (2, ["--compute-scale", "2", "--clock", "wall"], "--compute-scale: virtual-clock only"),
     (2, ["--flop-rate", "1e11", "--clock", "wall"], "--flop-rate: virtual-clock only"),
@@ -332,10 +333,9 @@ def test_the_command_line_tells_a_flag_given_at_its_default():
     check_strategy_options(_given("bench", "--servers", "1"), ["ps"])  # ps reads it
     check_strategy_options(_given("bench"), ["native"])  # nothing typed: nothing refused
     with pytest.raises(ConfigError, match="--holdout 0.1 sets the held-out fraction"):
-        TrainConfig.from_args(_given("train", "--holdout", "0.1"), ranks=2)
+        TrainConfig.from_args(_given("train", "--holdout", "0.1"))
     with pytest.raises(ConfigError, match="--train-samples size the synthetic task"):
-        TrainConfig.from_args(_given("train", "--data", "digits", "--train-samples", "16384"),
-                              ranks=2)
+        TrainConfig.from_args(_given("train", "--data", "digits", "--train-samples", "16384"))
     # a config built in Python has no command line: its values alone tell, as before
     check_world(TrainConfig(holdout=0.1), 2)
 
@@ -348,10 +348,10 @@ def test_overlap_typed_is_refused_where_nothing_overlaps(argv, name):
     no communication thread to turn on it is as ineffective as ``--no-overlap``."""
     from mpicomm.train import ps_setup, zero_setup
 
-    cfg = TrainConfig.from_args(_given("train", *argv, "--overlap"), ranks=4)
+    cfg = TrainConfig.from_args(_given("train", *argv, "--overlap"))
     with pytest.raises(ConfigError, match=f"^--overlap has no effect (with|under) {name}"):
         ps_setup.check_ps_flags(cfg, 4)
         zero_setup.check_zero_flags(cfg)
-    cfg = TrainConfig.from_args(_given("train", *argv), ranks=4)  # not typed: nothing refused
+    cfg = TrainConfig.from_args(_given("train", *argv))  # not typed: nothing refused
     ps_setup.check_ps_flags(cfg, 4)
     zero_setup.check_zero_flags(cfg)

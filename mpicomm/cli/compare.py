@@ -41,10 +41,11 @@ from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.reducers import check_request, strategies
+from mpicomm.train import layouts, metrics, parallel_setup
 from mpicomm.train import loop as T
-from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
+from mpicomm.train.checks import check
 from mpicomm.train.config import add_arguments as config_arguments
-from mpicomm.train.config import check_strategy_options, check_world
+from mpicomm.train.config import check_strategy_options
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
 
@@ -149,7 +150,7 @@ def _configure(args: argparse.Namespace, names: list[str],
                             "--repeats runs a strategy several times")
     flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
     cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
-    if parallel_run.is_model_parallel(cfg):  # the table, reading and model are data-parallel
+    if parallel_setup.is_model_parallel(cfg):  # the table, reading and model are data-parallel
         raise T.ConfigError("--pipeline-stages / --tensor-parallel: compare --strategies times "
                             "data-parallel strategies; put layouts side by side with "
                             "--layouts dp,ppK,tpK,dpAxppK (docs/parallelism.md)")
@@ -160,12 +161,8 @@ def _configure(args: argparse.Namespace, names: list[str],
     check_strategy_options(cfg, [_split_name(s)[0] for s in names])
     run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
-        check_world(run_cfg, size)  # e.g. a --straggler on what is ps:MODE's server
-        zero_setup.check_zero_flags(run_cfg, single_run=False)
-        parallel_run.check_parallel_flags(run_cfg, size)
-        if run_cfg.ps_mode:
-            ps_setup.check_ps_flags(run_cfg, size, single_run=False)
-        else:
+        check(run_cfg, size, single_run=False)  # e.g. a --straggler on ps:MODE's server
+        if not run_cfg.ps_mode:
             check_request(run_cfg.strategy, **run_cfg.reducer_options())
     return cfg, run_cfgs
 
@@ -175,20 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from mpicomm.core.topology import Topology
 
     if getattr(args, "layouts", None):  # parallelism layouts side by side
-        from mpicomm.train import layouts
-
-        if is_given(args, "strategies", args.strategies != ",".join(DEFAULT_STRATEGIES)):
-            if metrics.world().Get_rank() == 0:
-                print("mpicomm compare: error: --strategies has no effect with --layouts (every "
-                      "layout reduces with the ring; docs/parallelism.md); give one or the other",
-                      flush=True)
-            return 2
-        if args.explain:  # the reading it explains is the strategies' table, not the layouts'
-            if metrics.world().Get_rank() == 0:
-                print("mpicomm compare: error: --explain has no effect with --layouts (it "
-                      "explains the --strategies table)", flush=True)
-            return 2
-        return layouts.run(args)
+        return _run_layouts(args)
     comm = metrics.world()
     rank0 = comm.Get_rank() == 0
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -205,10 +189,7 @@ def run(args: argparse.Namespace) -> int:
     topology = topo.describe()
     # hierarchical: the user's node size; else the real nodes when the job spans
     # several hosts; else (one host) simulated nodes of 2 ranks
-    if user_rpn is not None:
-        hier_rpn = user_rpn
-    else:
-        hier_rpn = None if topo.num_nodes > 1 else 2
+    hier_rpn = user_rpn if user_rpn is not None else None if topo.num_nodes > 1 else 2
     one_host = topo.num_nodes == 1
     topo.free()
     if one_host and user_rpn is None and "hierarchical" in names and len(names) > 1 and \
@@ -224,28 +205,10 @@ def run(args: argparse.Namespace) -> int:
     if rank0 and sharing:
         print(sharing, flush=True)
 
-    # Rounds interleave the strategies, so a burst of load on a shared host hits them
-    # alike; each strategy reports its median-throughput round, the verdict uses all.
-    runs: dict[str, list[dict]] = {name: [] for name in names}
-    baselines = []
-    solo = args.solo_baseline
-    prog = Progress(args.repeats * (len(names) + solo), "compare", enabled=rank0)
     try:
-        for rnd in range(args.repeats):
-            if solo:
-                prog.begin(f"round {rnd + 1}/{args.repeats}: 1-worker baseline")
-                baselines.append(T.measure_baseline(cfg, comm))
-                prog.done()
-            for name in names:
-                prog.begin(f"round {rnd + 1}/{args.repeats}: {name}")
-                rpn = hier_rpn if name == "hierarchical" else user_rpn
-                run_cfg = dataclasses.replace(run_cfgs[name], ranks_per_node=rpn)
-                runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
-                prog.done()
+        runs, baselines = _rounds(args, cfg, run_cfgs, comm, (hier_rpn, user_rpn))
     except T.SetupError:
         return 2
-    finally:
-        prog.close()
     baseline = float(np.median(baselines)) if baselines else None
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
@@ -277,6 +240,103 @@ def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | No
     cluster = dataclasses.replace(cluster_of(flags, p), gamma_s_per_byte=max(gamma, 1e-300),
                                   ranks_per_node=opts["ranks_per_node"] or p)
     return cluster_time(name, p, n, cluster, opts)
+
+
+def _run_layouts(args: argparse.Namespace) -> int:
+    """``compare --layouts``: every layout in one job (``train.layouts``); rank 0 prints the
+    table and writes --json. Refused in one line, exit 2: the flags it would ignore."""
+    if is_given(args, "strategies", args.strategies != ",".join(DEFAULT_STRATEGIES)):
+        if metrics.world().Get_rank() == 0:
+            print("mpicomm compare: error: --strategies has no effect with --layouts (every "
+                  "layout reduces with the ring; docs/parallelism.md); give one or the other",
+                  flush=True)
+        return 2
+    if args.explain:  # the reading it explains is the strategies' table, not the layouts'
+        if metrics.world().Get_rank() == 0:
+            print("mpicomm compare: error: --explain has no effect with --layouts (it "
+                  "explains the --strategies table)", flush=True)
+        return 2
+    comm = metrics.world()
+    names = [s.strip() for s in args.layouts.split(",") if s.strip()]
+    try:
+        cfg, cfgs = _layout_configs(args, names, comm.Get_size())
+    except T.ConfigError as exc:  # the same on every rank, before any message
+        if comm.Get_rank() == 0:
+            print(f"mpicomm compare: error: {exc}", flush=True)
+        return 2
+    if cfg.blas_threads:
+        T.limit_blas_threads(cfg.blas_threads)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    try:
+        for _ in range(args.repeats):  # layouts take turns: load hits them alike
+            for name in names:
+                runs[name].append(T.run_training(cfgs[name], comm, verbose=False))
+    except T.SetupError:
+        return 2
+    records = []
+    for name in names:  # the median round of each
+        recs = sorted(runs[name], key=lambda r: r["samples_per_sec"])
+        records.append({**layouts.with_memory(cfgs[name], recs[(len(recs) - 1) // 2]),
+                        "layout": name})
+    if comm.Get_rank() == 0:
+        _print_layouts(args, cfg, names, records)
+    return 0
+
+
+def _layout_configs(args: argparse.Namespace, names: list[str],
+                    size: int) -> tuple[T.TrainConfig, dict[str, T.TrainConfig]]:
+    """The flags' config and each layout's, checked (``ConfigError``)."""
+    if size < 2:
+        raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
+    cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
+    layouts.check_layout_flags(cfg, names)
+    cfgs = {name: layouts.layout_config(cfg, name, size) for name in names}
+    for run_cfg in cfgs.values():  # every layout's refusals before the first one runs
+        check(run_cfg, size, single_run=False)
+    if not names or args.repeats < 1:
+        raise T.ConfigError("--layouts needs at least one layout and --repeats >= 1")
+    return cfg, cfgs
+
+
+def _print_layouts(args: argparse.Namespace, cfg: T.TrainConfig, names: list[str],
+                   records: list[dict]) -> None:
+    print(layouts.format_layouts(records))
+    print("memory per rank; comm ms: exposed (waiting for other ranks); times measured "
+          "with the clock '" + str(records[0].get("clock")) + "'")
+    if args.json:
+        slim = [{k: v for k, v in r.items() if k != "step_times_s"} for r in records]
+        T.write_json(args.json, T.document("compare", cfg, slim, {}, layouts=names,
+                                           repeats=args.repeats))
+        print(f"wrote {args.json}")
+
+
+def _rounds(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, comm: object,
+            rpn: tuple[int | None, int | None]) -> tuple[dict[str, list[dict]], list[float]]:
+    """Run ``--repeats`` rounds of every strategy (and the 1-worker baseline); return each
+    strategy's records and the baselines. Rounds interleave the strategies, so a burst of
+    load on a shared host hits them alike; each strategy reports its median-throughput
+    round, the verdict uses all. ``rpn``: hierarchical's ranks per node, the others'."""
+    names = list(run_cfgs)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    baselines = []
+    solo = args.solo_baseline
+    prog = Progress(args.repeats * (len(names) + solo), "compare",
+                    enabled=comm.Get_rank() == 0)
+    try:
+        for rnd in range(args.repeats):
+            if solo:
+                prog.begin(f"round {rnd + 1}/{args.repeats}: 1-worker baseline")
+                baselines.append(T.measure_baseline(cfg, comm))
+                prog.done()
+            for name in names:
+                prog.begin(f"round {rnd + 1}/{args.repeats}: {name}")
+                run_cfg = dataclasses.replace(run_cfgs[name], ranks_per_node=rpn[0] if
+                                              name == "hierarchical" else rpn[1])
+                runs[name].append(T.run_training(run_cfg, comm, verbose=rnd == 0))
+                prog.done()
+    finally:
+        prog.close()
+    return runs, baselines
 
 
 def _clock_line(cfg) -> str:

@@ -3,13 +3,11 @@
 Only codecs live here; the algorithms send through them: a quantising codec as
 a ``Wire`` inside each algorithm's steps, top-k as (index, value) pairs that
 the algorithm gathers, with ``ErrorFeedback`` keeping a residual per bucket.
-``mpicomm.make_reducer(name, compress="int8")`` (also
-``mpicomm.reducers.make_reducer``) builds a compressed reducer.
+``mpicomm.make_reducer(name, compress="int8")`` (that is
+``mpicomm.reducers.make_reducer``, a layer above) builds a compressed reducer.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from mpicomm.codecs.feedback import ErrorFeedback
 from mpicomm.codecs.quantize import Fp16Codec, Int8Codec
@@ -17,8 +15,7 @@ from mpicomm.codecs.topk import TopKCodec
 from mpicomm.codecs.wire import Wire
 from mpicomm.core.options import parse_compress
 
-__all__ = ["Fp16Codec", "Int8Codec", "TopKCodec", "ErrorFeedback", "Wire", "make_codec",
-           "make_reducer"]
+__all__ = ["Fp16Codec", "Int8Codec", "TopKCodec", "ErrorFeedback", "Wire", "make_codec"]
 
 
 def make_codec(spec: str) -> Wire | ErrorFeedback | None:
@@ -32,12 +29,3 @@ def make_codec(spec: str) -> Wire | ErrorFeedback | None:
     if kind == "topk":
         return ErrorFeedback(TopKCodec(ratio), enabled=ef)
     return None
-
-
-def __getattr__(name: str) -> Any:
-    # the old spelling ``mpicomm.codecs.make_reducer`` (codecs sit below reducers now)
-    if name == "make_reducer":
-        import importlib
-
-        return importlib.import_module("mpicomm.reducers").make_reducer
-    raise AttributeError(f"module 'mpicomm.codecs' has no attribute {name!r}")

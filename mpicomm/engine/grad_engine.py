@@ -6,7 +6,7 @@
         model.forward(x, y)
         engine.backward(model.backward(), last=k == engine.accumulate - 1)
     for bucket in engine.reduced():                 # each bucket once its reduction is done
-        sgd.update(bucket.lo, bucket.hi)            # the optimizer waits only for what it needs
+        sgd.update(bucket.index, lr)                # the optimizer waits only for what it needs
     engine.close()
 
 One optimizer step:
@@ -47,13 +47,14 @@ from typing import Any
 from mpicomm.core import clock, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine.async_reducer import AsyncReducer, Work
+from mpicomm.engine.base import Engine
 from mpicomm.engine.buckets import Bucket, plan_buckets
 from mpicomm.engine.priority import agree_head
 
 __all__ = ["GradEngine"]
 
 
-class GradEngine:
+class GradEngine(Engine):
     """Buckets, overlap and accumulation over one flat gradient buffer.
 
     Args:
@@ -79,6 +80,7 @@ class GradEngine:
                  agree_comm: Any = None) -> None:
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
+        super().__init__()
         self.reducer, self.grads, self.accumulate = reducer, grads, accumulate
         self.buckets: list[Bucket] = plan_buckets(tensors, grads.itemsize, bucket_bytes)
         self.views = [grads[b.lo : b.hi] for b in self.buckets]  # made once, reused
@@ -93,7 +95,6 @@ class GradEngine:
         self._works = [Work(v, "mean", tag=b, key=b.index)
                        for v, b in zip(self.views, self.buckets, strict=True)]
         self._micro = 0
-        self.comm_total_s = self.comm_exposed_s = 0.0
         self._nvtx_names = [f"bucket {b.index}" for b in self.buckets]  # train --nvtx
         self.overlap_forward = overlap_forward and self.overlap
         if self.overlap_forward and agree_comm is None:
@@ -223,22 +224,8 @@ class GradEngine:
         if rec is not None:
             rec.complete(f"wait bucket {k}", "wait", t0, t1, thread="training")
 
-    stopped = False  # the engine contract (``PSEngine``): this engine never asks to stop
-
-    def start_step(self, step: int, lr: float) -> None:
-        """The engine contract: nothing to do (the loop applies the optimizer)."""
-
-    def sync_state(self, momentum: Any) -> None:
-        """The engine contract: nothing to do (the loop owns ``momentum``)."""
-
-    def take_times(self) -> tuple[float, float]:
-        """Return (comm_total_s, comm_exposed_s) since the last call and reset them."""
-        out = (self.comm_total_s, self.comm_exposed_s)
-        self.comm_total_s = self.comm_exposed_s = 0.0
-        return out
-
-    def close(self) -> None:
-        """Stop the communication thread (twice is harmless)."""
+    def _close(self) -> None:
+        """Stop the communication thread."""
         if self._async is not None:
             self._async.close()
             self._async = None

@@ -37,6 +37,7 @@ from mpicomm.codecs.quantize import Fp16Codec, Int8Codec
 from mpicomm.core import clock, trace
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import parse_compress
+from mpicomm.engine.base import Engine
 
 __all__ = ["PSEngine", "ps_codec"]
 
@@ -56,7 +57,7 @@ def ps_codec(compress: str) -> Any:
     return Fp16Codec() if name == "fp16" else Int8Codec()
 
 
-class PSEngine:
+class PSEngine(Engine):
     """Push gradients, pull parameters: ``GradEngine``'s contract over a ``PSWorker``.
 
     Args:
@@ -69,20 +70,15 @@ class PSEngine:
         stopped: True once server 0 said stop (async/ssp: the push budget is spent).
     """
 
-    on_gpu = False
     overlap = False
 
     def __init__(self, client: Any, params: Any, grads: Any, *, accumulate: int = 1) -> None:
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
+        super().__init__()
         self.client, self.params, self.grads, self.accumulate = client, params, grads, accumulate
-        self.buckets: list = []
-        self.stopped = False
         self._acc = None if accumulate == 1 else np.zeros_like(grads)
         self._micro, self._step, self._lr = 0, 0, 0.0
-        self._closed = False
-        self.comm_total_s = self.comm_exposed_s = 0.0
-        self.server_params = None  # compressed: the servers' exact parameters (sync_state)
 
     def start_step(self, step: int, lr: float) -> None:
         """Say which step this is and the learning rate the servers apply to it."""
@@ -105,7 +101,7 @@ class PSEngine:
             self._acc.fill(0)
             self._micro = 0
 
-    def reduced(self) -> Iterator[Any]:
+    def reduced(self, *, defer: bool = False) -> Iterator[Any]:
         """Push and pull (3.); yield no bucket. The push-pull is exposed communication."""
         t0 = clock.now()
         self.stopped = self.client.push_pull(self.grads, self.params, self._step, self._lr)
@@ -118,12 +114,6 @@ class PSEngine:
                          bytes=int(self.grads.nbytes))
         return iter(())
 
-    def take_times(self) -> tuple[float, float]:
-        """Return (comm_total_s, comm_exposed_s) since the last call and reset them."""
-        out = (self.comm_total_s, self.comm_exposed_s)
-        self.comm_total_s = self.comm_exposed_s = 0.0
-        return out
-
     def sync_state(self, momentum: Any) -> None:
         """Fill ``momentum`` with the servers' (between two sync steps, for a checkpoint);
         with a codec also ``server_params`` with their exact parameters."""
@@ -134,11 +124,9 @@ class PSEngine:
             self.server_params = np.empty_like(self.params)
         self.client.snapshot(momentum, self.server_params)
 
-    def close(self) -> None:
-        """Tell the servers this worker is done; receive their final parameters (once)."""
-        if not self._closed:
-            self._closed = True
-            self.client.finish(self.params)
+    def _close(self) -> None:
+        """Tell the servers this worker is done; receive their final parameters."""
+        self.client.finish(self.params)
 
     def describe(self) -> dict:
         """Return the plan as JSON-able facts (one push per server per step)."""

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import clock, tags, trace
+from mpicomm.engine.base import Engine
 from mpicomm.engine.buckets import Bucket, plan_buckets
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
@@ -90,7 +91,7 @@ def _check_reducer(reducer: Any) -> None:
                              "shards travel as plain floats round one ring)")
 
 
-class ZeroEngine:
+class ZeroEngine(Engine):
     """Reduce-scatter gradients, update this rank's shard, all-gather parameters.
 
     Args:
@@ -110,9 +111,7 @@ class ZeroEngine:
         optimizer_state_bytes, grad_bytes_held: the bytes of each kept across a step.
     """
 
-    on_gpu = False
     overlap = False
-    stopped = False  # the engine contract: this engine never asks to stop
 
     def __init__(self, reducer: Any, params: Any, grads: Any,
                  tensors: Sequence[tuple[int, int, int]], *, bucket_bytes: float, stage: int,
@@ -122,12 +121,12 @@ class ZeroEngine:
         if not isinstance(grads, np.ndarray):
             raise ValueError("ZeroEngine runs on NumPy buffers (the CPU)")
         _check_reducer(reducer)
+        super().__init__()
         self.p2p, self.stage = reducer.p2p, stage
         self.params, self.grads = params, grads
         p, r = reducer.size, reducer.rank
         self._ring, self._pos, self._scale = list(range(p)), r, 1.0 / p
         self.plan = plan_buckets(tensors, grads.itemsize, bucket_bytes)
-        self.buckets: list = []
         self._parts, offset = [], 0
         for bucket in self.plan:
             part = _Part(bucket, p, r, offset)
@@ -150,7 +149,6 @@ class ZeroEngine:
         self.optimizer_state_bytes = int(self.momentum.nbytes)
         self.grad_bytes_held = int(grads.nbytes if g is None else g.nbytes)
         self._lr = 0.0
-        self.comm_total_s = self.comm_exposed_s = 0.0
 
     # ---------------------------------------------------------------- steps
     def start_step(self, step: int, lr: float) -> None:
@@ -171,7 +169,7 @@ class ZeroEngine:
                     self._reduce_scatter(part)
                     self.grad_shard[part.a : part.b] = self.grads[part.lo : part.hi]
 
-    def reduced(self) -> Iterator[Any]:
+    def reduced(self, *, defer: bool = False) -> Iterator[Any]:
         """Stage 1 reduce-scatters (1.); update the shard (2.); all-gather (3.). Yield nothing."""
         for part in self._parts:
             if self.stage == 1:
@@ -204,18 +202,6 @@ class ZeroEngine:
         if rec is not None:
             rec.complete(f"{name} bucket {b.index}", "bucket", t0, t1, thread="training",
                          bytes=int(b.size * self.grads.itemsize))
-
-    def take_times(self) -> tuple[float, float]:
-        """Return (comm_total_s, comm_exposed_s) since the last call and reset them."""
-        out = (self.comm_total_s, self.comm_exposed_s)
-        self.comm_total_s = self.comm_exposed_s = 0.0
-        return out
-
-    def sync_state(self, momentum: Any) -> None:
-        """The engine contract: nothing to do (``--strategy zero`` refuses ``--checkpoint``)."""
-
-    def close(self) -> None:
-        """Nothing to stop (every message was sent on the training thread)."""
 
     def describe(self) -> dict:
         """Return the plan and the shard as JSON-able facts."""

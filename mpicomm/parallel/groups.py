@@ -4,6 +4,7 @@
     g.part, g.replica             # rank r is part r % P of replica r // P
     g.p2p                         # transport among the P parts of this replica (counted, emulated)
     g.reducer                     # reducer among the replicas of this part (data parallelism)
+    g.gather_parts(local)         # every part's flat array (checkpoints, the record)
 
 1. every rank's node (``core.topology.node_map`` over ``comm``: collective);
 2. ``Split`` by replica: the replica's parts, ranked by part, get one private
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.options import ReducerOptions
@@ -63,6 +65,21 @@ class ParallelGroup:
         if resolve_ranks_per_node(opts.ranks_per_node) is not None:  # simulated nodes
             options = {**options, "ranks_per_node": replica_nodes(nodes, parts, self.part)}
         self.reducer = make_reducer(strategy, comm=self._dp, **options)
+
+    @property
+    def replicas_comm(self) -> MPI.Comm:
+        """The replicas of this rank's part (the reducer's ranks, in replica order)."""
+        return self._dp
+
+    def gather_parts(self, local: np.ndarray) -> list[np.ndarray]:
+        """Every part's ``local`` (a flat host array; sizes may differ), in part order
+        (collective over the replica's parts; off the hot path: checkpoints, the record)."""
+        local = np.ascontiguousarray(local)
+        sizes = np.empty(self.parts, dtype=np.int64)
+        self.comm.Allgather(np.array([local.size], dtype=np.int64), sizes)
+        every = np.empty(int(sizes.sum()), dtype=local.dtype)
+        self.comm.Allgatherv(local, [every, sizes.tolist()])
+        return np.split(every, np.cumsum(sizes)[:-1])
 
     def close(self) -> None:
         """Free the reducer and both communicators (collective over the run)."""

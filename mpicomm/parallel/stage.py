@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, flops
+from mpicomm.core import clock
+from mpicomm.nn import ops
 
 __all__ = ["Stage"]
 
@@ -147,10 +148,9 @@ class Stage:
             self._recv(h[0], self.s - 1, m)
         last = len(self.weights) - 1
         for j, (W, b) in enumerate(self.weights):
-            flops.matmul(np, h[j], W, h[j + 1])
-            h[j + 1] += b
+            ops.dense(np, h[j], W, b, h[j + 1])
             if j < last or self.relu_last:
-                np.maximum(h[j + 1], 0, out=h[j + 1])
+                ops.relu(np, h[j + 1])
         if self.s < self.P - 1:
             slot.pending.append(self.p2p.isend(h[-1], self.s + 1, m))
             self.sent_fwd += h[-1].nbytes
@@ -167,21 +167,17 @@ class Stage:
         if self.s < self.P - 1:  # the gradient of our output, masked by our last ReLU
             self._recv(self._grad_in, self.s + 1, m)
             self._wait(slot)  # dy is the output sent forward: its send must be complete (MPI)
-            np.greater(dy, 0, out=self._mask[-1])
-            np.multiply(self._grad_in, self._mask[-1], out=dy)
+            ops.relu_backward(np, dy, self._grad_in, self._mask[-1], dy)
         for j in range(len(self.weights) - 1, -1, -1):
             (W, _), (dW, db), (tW, tb) = self.weights[j], self.grads[j], self._tmp[j]
-            flops.matmul(np, h[j].T, dy, tW)
-            dW += tW
-            dy.sum(axis=0, out=tb)
+            # dx: into scratch for our layer below; over our (spent) input for the stage below
+            dx = self._dx[j] if j > 0 else (h[0] if self.s > 0 else None)
+            ops.dense_backward(np, h[j], W, dy, tW, tb, dx)
+            dW += tW  # micro-batches add up: dW is the step's
             db += tb
             if j > 0:  # the layer below is ours: through its ReLU
-                flops.matmul(np, dy, W.T, self._dx[j])
-                np.greater(h[j], 0, out=self._mask[j])
-                np.multiply(self._dx[j], self._mask[j], out=h[j])
-                dy = h[j]
-            elif self.s > 0:  # the stage below's output gradient, over our input (now spent)
-                flops.matmul(np, dy, W.T, h[0])
+                dy = ops.relu_backward(np, h[j], self._dx[j], self._mask[j], h[j])
+            elif self.s > 0:  # the stage below's output gradient, written over our input
                 slot.pending.append(self.p2p.isend(h[0], self.s - 1, m))
                 self.sent_bwd += h[0].nbytes
         self._free.append(slot)

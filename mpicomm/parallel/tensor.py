@@ -30,11 +30,13 @@ parameters, gradients and momentum.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core import clock, flops, tags
+from mpicomm.nn import ops
 from mpicomm.reducers.ring import (
     PIECE_BYTES,
     chunk_bounds,
@@ -43,7 +45,8 @@ from mpicomm.reducers.ring import (
     ring_reduce_scatter,
 )
 
-__all__ = ["TensorParallel", "layer_kinds", "tp_bytes_formula"]
+__all__ = ["TensorParallel", "layer_kinds", "tp_bytes_formula", "shard_cuts", "shard_of",
+           "place_shard"]
 
 
 def layer_kinds(linears: int) -> list[str]:
@@ -61,6 +64,53 @@ def tp_bytes_formula(layers: tuple[int, ...], T: int, rows: int, itemsize: int) 
         if kind == "row":
             total += layers[j + 1] + (layers[j - 1] if j > 1 else 0)
     return 2 * (T - 1) / T * rows * total * itemsize
+
+
+def shard_cuts(layers: tuple[int, ...], T: int, t: int) -> tuple[list[tuple], int]:
+    """Shard t's cut of every layer: ``(rows, cols, bias, offset)`` of the W rows and columns
+    and the bias slice it keeps, and the offset of its W in the shard's flat buffer; and the
+    shard's parameter count."""
+    cuts, n = [], 0
+    for j, kind in enumerate(layer_kinds(len(layers) - 1)):
+        fi, fo = layers[j], layers[j + 1]
+        rows, cols, bias = slice(0, fi), slice(0, fo), slice(0, fo)
+        if kind != "rep":
+            h = chunk_bounds(fo if kind == "col" else fi, T)
+            mine = slice(h[t], h[t + 1])
+            rows, cols, bias = (rows, mine, mine) if kind == "col" else (mine, cols, bias)
+        size = (rows.stop - rows.start) * (cols.stop - cols.start) + bias.stop - bias.start
+        cuts.append((rows, cols, bias, n))
+        n += size
+    return cuts, n
+
+
+def _layer_views(layers: tuple[int, ...], cuts: list[tuple], local: Any,
+                 full: Any) -> Iterator[tuple]:
+    """Per layer: (W kept, its place in the whole W, bias kept, its place in the whole b)."""
+    lo = 0
+    for j, (rows, cols, bias, off) in enumerate(cuts):
+        fi, fo = layers[j], layers[j + 1]
+        shape = (rows.stop - rows.start, cols.stop - cols.start)
+        mid = off + shape[0] * shape[1]
+        whole_W = full[lo : lo + fi * fo].reshape(fi, fo)
+        whole_b = full[lo + fi * fo : lo + fi * fo + fo]
+        yield (local[off:mid].reshape(shape), (whole_W, rows, cols),
+               local[mid : mid + bias.stop - bias.start], (whole_b, bias))
+        lo += fi * fo + fo
+
+
+def shard_of(layers: tuple[int, ...], cuts: list[tuple], full: Any, local: Any) -> None:
+    """Write the shard cut by ``cuts`` of the whole model's flat ``full`` into ``local``."""
+    for W, (Wf, rows, cols), b, (bf, bias) in _layer_views(layers, cuts, local, full):
+        W[...] = Wf[rows, cols]
+        b[...] = bf[bias]
+
+
+def place_shard(layers: tuple[int, ...], cuts: list[tuple], local: Any, full: Any) -> None:
+    """Write a shard's flat buffer ``local`` (cut by ``cuts``) into the whole model's ``full``."""
+    for W, (Wf, rows, cols), b, (bf, bias) in _layer_views(layers, cuts, local, full):
+        Wf[rows, cols] = W
+        bf[bias] = b
 
 
 class _RingSum:
@@ -107,26 +157,12 @@ class TensorParallel:
         self.layers, self.kinds = layers, layer_kinds(len(layers) - 1)
         self.criterion = criterion
         self.sum = _RingSum(p2p, T, t)
-        cuts, n = [], 0  # per layer: (rows, cols) of W kept, and the bias slice kept
-        for j, kind in enumerate(self.kinds):
-            fi, fo = layers[j], layers[j + 1]
-            rows, cols, bias = slice(0, fi), slice(0, fo), slice(0, fo)
-            if kind != "rep":
-                h = chunk_bounds(fo if kind == "col" else fi, T)
-                mine = slice(h[t], h[t + 1])
-                rows, cols, bias = (rows, mine, mine) if kind == "col" else (mine, cols, bias)
-            size = (rows.stop - rows.start) * (cols.stop - cols.start) + bias.stop - bias.start
-            cuts.append((rows, cols, bias, n))
-            n += size
+        cuts, n = shard_cuts(layers, T, t)
         self.params = np.empty(n, dtype=full.dtype)
         self.grads = np.zeros(n, dtype=full.dtype)
+        self.cuts = cuts
         self.W, self.b, self.dW, self.db = [], [], [], []
-        lo = 0
-        for j, (rows, cols, bias, off) in enumerate(cuts):
-            fi, fo = layers[j], layers[j + 1]
-            Wf = full[lo : lo + fi * fo].reshape(fi, fo)
-            bf = full[lo + fi * fo : lo + fi * fo + fo]
-            lo += fi * fo + fo
+        for rows, cols, bias, off in cuts:
             shape = (rows.stop - rows.start, cols.stop - cols.start)
             mid = off + shape[0] * shape[1]
             end = mid + bias.stop - bias.start
@@ -134,8 +170,7 @@ class TensorParallel:
             self.b.append(self.params[mid:end])
             self.dW.append(self.grads[off:mid].reshape(shape))
             self.db.append(self.grads[mid:end])
-            self.W[j][...] = Wf[rows, cols]
-            self.b[j][...] = bf[bias]
+        shard_of(layers, cuts, full, self.params)
         self._bufs: dict[int, list] = {}
 
     def _acts(self, rows: int) -> list:
@@ -156,22 +191,23 @@ class TensorParallel:
         last = len(self.W) - 1
         inp = [x] + h[:-1]                     # layer j's input
         for j, kind in enumerate(self.kinds):  # 1., 2.
-            flops.matmul(np, inp[j], self.W[j], h[j])
             if kind == "row":
+                flops.matmul(np, inp[j], self.W[j], h[j])
                 self.sum(h[j].reshape(-1))     # the pair's one forward all-reduce
-            h[j] += self.b[j]
+                h[j] += self.b[j]
+            else:
+                ops.dense(np, inp[j], self.W[j], self.b[j], h[j])
             if j < last:
-                np.maximum(h[j], 0, out=h[j])
+                ops.relu(np, h[j])
         loss = float(self.criterion.forward(h[last], y))
         dy = self.criterion.backward()         # dloss/dlogits, over the logits
         for j in range(last, -1, -1):          # 3., 4.
-            flops.matmul(np, inp[j].T, dy, self.dW[j])
-            dy.sum(axis=0, out=self.db[j])
             if j == 0:
+                ops.dense_backward(np, inp[0], self.W[0], dy, self.dW[0], self.db[0])
                 break
             below, mask = inp[j], masks[j - 1]  # layer j−1's output: becomes its gradient
-            np.greater(below, 0, out=mask)
-            flops.matmul(np, dy, self.W[j].T, below)
+            np.greater(below, 0, out=mask)     # its ReLU's mask, before it is written over
+            ops.dense_backward(np, inp[j], self.W[j], dy, self.dW[j], self.db[j], below)
             if self.kinds[j] == "col":         # the pair's one backward all-reduce
                 self.sum(below.reshape(-1))
             below *= mask

@@ -22,7 +22,7 @@ partial sum it sends and the receiver decodes and adds it (re-quantised per hop)
 step 2 encodes segment i once and rounds it in place (``seal``); step 3 passes
 the encoded segments on unchanged, each rank decoding each into place — every
 rank ends bitwise equal. top-k gathers every rank's (index, value) pairs round
-the ring instead (``reducers.sparse.ring_topk``).
+the ring instead (``RingReducer._sparse``, over ``reducers.sparse``'s slots).
 
 Cost (α latency, β seconds/byte, γ seconds/byte to reduce; ε s/value to encode
 or decode; b bytes per value on the wire: 4 for float32, 2 for fp16, 1 + 4/64 for int8):

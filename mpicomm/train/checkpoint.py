@@ -9,8 +9,8 @@ import numpy as np
 
 from mpicomm.core.options import parse_compress
 from mpicomm.core.outputs import replace_atomically
+from mpicomm.nn import num_params
 from mpicomm.train.config import TrainConfig
-from mpicomm.train.model import num_params
 
 __all__ = ["CheckpointError", "CHECKPOINT_FORMAT", "save_checkpoint", "load_checkpoint",
            "PS_SERVER_PARAMS", "codec_state_arrays", "restore_codec_state", "rebucket_residuals",

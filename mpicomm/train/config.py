@@ -45,10 +45,10 @@ from mpicomm.core.options import (
     ReducerOptions,
     check_strategy_options,
 )
+from mpicomm.nn import parse_layers
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
 from mpicomm.train.data import DEFAULT_HOLDOUT
-from mpicomm.train.model import parse_layers
 
 __all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
            "check_strategy_options", "ONE_RANK_NOTE", "field_fingerprints"]
@@ -142,26 +142,15 @@ class TrainConfig(ReducerFields):
         return "sync" if self.ps_mode == "ssp" and self.staleness == 0 else self.ps_mode
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, ranks: int | None = None) -> TrainConfig:
-        """Build the config from parsed flags (flag names = field names), checked for the job.
-
-        ``ranks`` is the job's size (default: ``MPI.COMM_WORLD``'s): what cannot take
-        effect on that many ranks is refused (``check_world``); a 1-rank job prints
-        ``ONE_RANK_NOTE`` once.
-        """
+    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
+        """Build the config from parsed flags (flag names = field names); what cannot take
+        effect in the job is the command's next call, ``train.checks.check(cfg, ranks)``."""
         names = {f.name for f in dataclasses.fields(cls)}
         cfg = cls(**{k: v for k, v in vars(args).items() if k in names})
         given = getattr(args, GIVEN, frozenset())
         if given:  # a flag given at its default value is checked as one given otherwise
             object.__setattr__(cfg, GIVEN, given)
             _check_data_flags(cfg, _refuse)
-        if ranks is None:
-            from mpicomm.train.metrics import world
-
-            ranks = world().Get_size()
-        check_world(cfg, ranks)
-        if ranks == 1:  # the command line without mpiexec: say so, then run
-            print(ONE_RANK_NOTE, flush=True)
         return cfg
 
     @classmethod
@@ -326,11 +315,7 @@ def _check_overlap_forward(cfg: TrainConfig, bad: Any) -> None:
                ("--strategy zero", cfg.strategy == "zero", "its buckets are reduced on the "
                 "training thread"),
                ("--dedicated", cfg.dedicated, "every rank must be a worker, which agrees on the "
-                "order of the buckets"),
-               ("--pipeline-stages", cfg.pipeline_stages > 1, "the stages' runner has no "
-                "gradient engine"),
-               ("--tensor-parallel", cfg.tensor_parallel > 1, "the parts' runner has no "
-                "gradient engine")]
+                "order of the buckets")]
     for flag, refuse, why in refused:
         if refuse:
             bad(f"--overlap-forward cannot take effect with {flag}: {why}")
@@ -458,7 +443,7 @@ def memory_need(cfg: TrainConfig) -> tuple[int, str]:
     holds at least 1/P; ZeRO shards only what comes beyond), and the synthetic set every rank
     holds whole ((train + test rows) x features, float32)."""
     from mpicomm.core.units import fmt_bytes
-    from mpicomm.train.model import num_params
+    from mpicomm.nn import num_params
 
     split = max(1, cfg.pipeline_stages) * max(1, cfg.tensor_parallel)
     params = num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize // split

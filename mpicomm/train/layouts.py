@@ -26,7 +26,6 @@ tensor shards their local layer outputs.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 
@@ -34,11 +33,9 @@ import numpy as np
 
 from mpicomm.core.flags import is_given
 from mpicomm.train import loop as T
-from mpicomm.train import metrics
-from mpicomm.train.parallel_run import check_parallel_flags
-from mpicomm.train.zero_setup import check_zero_flags
 
-__all__ = ["check_layout_flags", "layout_config", "run", "LAYOUT_COLUMNS"]
+__all__ = ["check_layout_flags", "layout_config", "with_memory", "format_layouts",
+           "LAYOUT_COLUMNS"]
 
 _MODEL = re.compile(r"^(?:dp(\d+)x)?(pp|tp)(\d+)$")
 
@@ -90,16 +87,15 @@ def check_layout_flags(cfg: T.TrainConfig, names: list[str]) -> None:
 
 
 def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
-    """Return the run's config for layout ``name`` on ``ranks`` ranks (``ConfigError``)."""
+    """Return the run's config for layout ``name`` on ``ranks`` ranks (``ConfigError`` for a
+    name that cannot be; the run's flags: ``train.checks.check``)."""
     plain = dict(pipeline_stages=1, tensor_parallel=1, micro_batches=1, schedule="1f1b",
                  zero_stage=1)
     if name == "dp":
         return dataclasses.replace(cfg, strategy="ring", **plain)
     if name in ("zero", "zero1", "zero2"):
-        run_cfg = dataclasses.replace(cfg, **{**plain, "strategy": "zero",
-                                              "zero_stage": 2 if name == "zero2" else 1})
-        check_zero_flags(run_cfg, single_run=False)  # refused before the first layout runs
-        return run_cfg
+        return dataclasses.replace(cfg, **{**plain, "strategy": "zero",
+                                           "zero_stage": 2 if name == "zero2" else 1})
     m = _MODEL.match(name)
     if m is None:
         raise T.ConfigError(f"--layouts: unknown layout {name!r}; valid: dp, zero, zero2, ppK, "
@@ -112,13 +108,11 @@ def layout_config(cfg: T.TrainConfig, name: str, ranks: int) -> T.TrainConfig:
     extra = {"pipeline_stages": k, "micro_batches": cfg.micro_batches,
              "schedule": cfg.schedule} if kind == "pp" else {"tensor_parallel": k}
     # the same global batch as data parallelism: a replica of K ranks takes K ranks' rows
-    run_cfg = dataclasses.replace(cfg, strategy="ring", **{**plain, **extra},
-                                  batch_size=cfg.batch_size * k)
-    check_parallel_flags(run_cfg, ranks)
-    return run_cfg
+    return dataclasses.replace(cfg, strategy="ring", **{**plain, **extra},
+                               batch_size=cfg.batch_size * k)
 
 
-def _memory(cfg: T.TrainConfig, rec: dict) -> dict:
+def with_memory(cfg: T.TrainConfig, rec: dict) -> dict:
     """Fill the memory columns a data-parallel record lacks (parameters, activations)."""
     out = dict(rec)
     b = np.dtype(cfg.dtype).itemsize
@@ -145,47 +139,3 @@ def format_layouts(records: list[dict]) -> str:
                        enumerate(zip(row, widths, strict=True))) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run every layout of ``--layouts`` in one job; rank 0 prints the table, writes --json."""
-    comm = metrics.world()
-    rank0 = comm.Get_rank() == 0
-    names = [s.strip() for s in args.layouts.split(",") if s.strip()]
-    try:
-        if comm.Get_size() < 2:
-            raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
-        cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
-        check_layout_flags(cfg, names)
-        cfgs = {name: layout_config(cfg, name, comm.Get_size()) for name in names}
-        if not names or args.repeats < 1:
-            raise T.ConfigError("--layouts needs at least one layout and --repeats >= 1")
-    except T.ConfigError as exc:  # the same on every rank, before any message
-        if rank0:
-            print(f"mpicomm compare: error: {exc}", flush=True)
-        return 2
-    if cfg.blas_threads:
-        T.limit_blas_threads(cfg.blas_threads)
-    runs: dict[str, list[dict]] = {name: [] for name in names}
-    try:
-        for _ in range(args.repeats):  # layouts take turns: load hits them alike
-            for name in names:
-                runs[name].append(T.run_training(cfgs[name], comm, verbose=False))
-    except T.SetupError:
-        return 2
-    records = []
-    for name in names:
-        recs = sorted(runs[name], key=lambda r: r["samples_per_sec"])
-        rec = _memory(cfgs[name], recs[(len(recs) - 1) // 2])
-        rec["layout"] = name
-        records.append(rec)
-    if rank0:
-        print(format_layouts(records))
-        print("memory per rank; comm ms: exposed (waiting for other ranks); times measured "
-              "with the clock '" + str(records[0].get("clock")) + "'")
-        if args.json:
-            slim = [{k: v for k, v in r.items() if k != "step_times_s"} for r in records]
-            T.write_json(args.json, T.document("compare", cfg, slim, {}, layouts=names,
-                                               repeats=args.repeats))
-            print(f"wrote {args.json}")
-    return 0

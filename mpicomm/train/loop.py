@@ -25,7 +25,6 @@ the engine, and the few cross-rank sums of the record go through ``train.metrics
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 from dataclasses import dataclass
@@ -37,10 +36,11 @@ from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.core.gpu import use_local_device
 from mpicomm.core.topology import spans_world
-from mpicomm.engine import GradEngine, PSEngine, plan_buckets
+from mpicomm.engine import Engine, GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
+from mpicomm.nn import MLP, layer_tensors
 from mpicomm.reducers import make_reducer
-from mpicomm.train import metrics, parallel_run, ps_setup, tensorboard, zero_setup
+from mpicomm.train import metrics, parallel_setup, ps_setup, tensorboard, zero_setup
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (
     PS_SERVER_PARAMS,
@@ -52,15 +52,8 @@ from mpicomm.train.checkpoint import (
     restore_codec_state,
     save_checkpoint,
 )
-from mpicomm.train.config import (
-    ConfigError,
-    TrainConfig,
-    add_arguments,
-    check_strategy_options,
-    field_fingerprints,
-)
+from mpicomm.train.config import ConfigError, TrainConfig, field_fingerprints
 from mpicomm.train.data import DataError, Shard, load_dataset
-from mpicomm.train.model import MLP, layer_tensors
 from mpicomm.train.record import build_record
 from mpicomm.train.report import document, format_table, write_json
 from mpicomm.train.sgd import SGD
@@ -68,9 +61,8 @@ from mpicomm.train.straggle import Delays
 from mpicomm.train.trace_writer import TraceFile
 
 __all__ = [
-    "TrainConfig", "ConfigError", "CheckpointError", "SetupError",
-    "add_arguments", "run", "run_training", "measure_baseline", "format_table", "write_json",
-    "document", "limit_blas_threads", "SGD",
+    "TrainConfig", "ConfigError", "CheckpointError", "SetupError", "run_training",
+    "measure_baseline", "format_table", "write_json", "document", "limit_blas_threads", "SGD",
 ]
 
 
@@ -93,11 +85,6 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
-    if parallel_run.is_model_parallel(cfg):  # pipeline / tensor: train.parallel_run
-        try:
-            return parallel_run.run_parallel(cfg, comm, verbose)
-        except parallel_run.ParallelSetupError as exc:
-            raise SetupError(str(exc)) from None
     world = make_world(cfg, comm, verbose)                      # 2.
     tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.
@@ -111,14 +98,17 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
             tracer.close()
         raise  # the command-line guard aborts the job; nothing here may wait on a peer
     if keep is not None and world.is_worker:
-        keep["params"] = job.model.params.copy()
-    world.reducer.close()  # workers: tell the servers we are done; everyone: free the comm
-    if world.workers_comm is not None:
-        metrics.free(world.workers_comm, unless=world.comm)
+        keep["params"] = job.model.gather(_host(job.model.params)).copy()
+    if world.group is None:
+        world.close()  # workers: tell the servers we are done; everyone: free the comm
     if tracer is not None:
         tracer.close()
     record = build_record(cfg, world, job, times, baseline_sps).as_dict()   # 6.
-    if cfg.tensorboard and world.worker_rank == 0:  # from the per-step arrays, after the run
+    if world.group is not None:  # a split model: the family's columns, then free its comms
+        record.update(parallel_setup.record_fields(cfg, world.comm, world.group, job.model,
+                                                   times["times"], job.velocity))
+        world.close()
+    if cfg.tensorboard and world.reports and world.worker_rank == 0:  # it has the loss
         tensorboard.write_run(cfg.tensorboard, cfg, record, times, world.reducer.stats,
                               job.start_step)
     return record
@@ -139,41 +129,86 @@ class World:
     say: Any                  # print on worker 0 when verbose, else nothing
     max_steps: int = 0        # steps a worker may run (async PS: until the servers say stop)
     workers_comm: Any = None  # the workers alone (--checkpoint-every: they wait for the save)
+    label: str = ""           # the run's name: the strategy, ps:MODE, pp2:1f1b, dp2xtp2, ...
+    group: Any = None         # a split model: the replicas × parts (parallel.groups)
+    reports: bool = True      # this rank reports its replica's loss and step times
+    writes: bool = False      # this rank writes the run's files (checkpoint, TensorBoard)
+    agree_comm: Any = None    # the ranks whose engines agree on one plan (--overlap-forward)
+
+    @property
+    def parts(self) -> int:
+        """Ranks per replica: 1, or the stages or shards of a split model."""
+        return 1 if self.group is None else self.group.parts
+
+    def bytes_moved(self) -> tuple[int, int]:
+        """(sent, received) bytes of this rank: the reducer's and the parts' messages."""
+        st = self.reducer.stats
+        if self.group is None:
+            return st.bytes_sent, st.bytes_recv
+        return (st.bytes_sent + self.group.counts.bytes_sent,
+                st.bytes_recv + self.group.counts.bytes_recv)
+
+    def close(self) -> None:
+        """Free the reducer (workers: tell the servers we are done), the group's comms."""
+        if self.group is not None:
+            self.group.close()
+        else:
+            self.reducer.close()
+        if self.workers_comm is not None:
+            metrics.free(self.workers_comm, unless=self.comm)
 
 
 def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
-    """Create the reducer or PS group (collective) and this rank's role.
+    """Create the reducer, the PS group or the split model's group (collective) and this
+    rank's role.
 
     Raises ``ConfigError`` on every rank before any message: overlap without
     threads, a flag the parameter server cannot honour, too few ranks for it.
     """
     if cfg.device == "gpu":  # each rank of a node its own GPU, before any device memory
         use_local_device(importlib.import_module("cupy"), comm)
+    group, steps = None, cfg.steps
     if cfg.ps_mode:
-        reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
+        reducer = ps_setup.make_ps_group(cfg, comm)
         if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
             steps *= reducer.num_workers
     else:
-        plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
-                            cfg.bucket_mb * 2**20)
-        if cfg.overlap and len(plan) > 1 and cfg.strategy != zero_setup.ZERO:  # ZeRO: no thread
-            # the same answer on every rank, before any message
-            try:
-                require_thread_multiple()
-            except RuntimeError as exc:
-                raise ConfigError(str(exc)) from None
+        _check_threads(cfg)
         zero_setup.check_zero_flags(cfg, single_run=False)  # train: checked in run()
-        reducer = make_reducer(zero_setup.reducer_strategy(cfg), comm=comm,
-                               **cfg.reducer_options())
-        steps = cfg.steps
+        strategy = zero_setup.reducer_strategy(cfg)
+        if parallel_setup.is_model_parallel(cfg):  # replicas × parts; reduce over replicas
+            group = parallel_setup.make_group(cfg, comm, strategy)
+            reducer = group.reducer
+        else:
+            reducer = make_reducer(strategy, comm=comm, **cfg.reducer_options())
     P, w = reducer.num_workers, reducer.worker_rank
-    say = print if (verbose and reducer.is_worker and w == 0) else (lambda *a, **k: None)
+    part, last = (0, 0) if group is None else (group.part, group.parts - 1)
+    # the loss is the last stage's; a tensor shard's is every shard's (shard 0 reports it)
+    reports = reducer.is_worker and part == (last if cfg.pipeline_stages > 1 else 0)
+    say = print if (verbose and reports and w == 0) else (lambda *a, **k: None)
     xp = importlib.import_module("cupy") if cfg.device == "gpu" else np
     # --checkpoint-every: every worker waits for worker 0's save, which is then checkpoint time
     # on each, not the next step's (the others' first message would wait for worker 0)
-    saves = metrics.workers_only(comm, reducer.is_worker, P) if cfg.checkpoint_every else None
+    ranks = P if group is None else comm.Get_size()
+    saves = metrics.workers_only(comm, reducer.is_worker, ranks) if cfg.checkpoint_every \
+        else None
+    name = parallel_setup.label(cfg, group) if group is not None else _label(cfg)
+    agree = comm if group is None else group.replicas_comm
     return World(comm, reducer, reducer.is_worker, P, w, cfg.batch_size * P * cfg.accumulate,
-                 xp, say, steps, saves)
+                 xp, say, steps, saves, name, group, reports,
+                 reducer.is_worker and w == 0 and part == 0, agree)
+
+
+def _check_threads(cfg: TrainConfig) -> None:
+    """--overlap with several buckets needs MPI_THREAD_MULTIPLE: the same answer on every
+    rank (the whole model's plan), before any message. ZeRO sends on the training thread."""
+    plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
+                        cfg.bucket_mb * 2**20)
+    if cfg.overlap and len(plan) > 1 and cfg.strategy != zero_setup.ZERO:
+        try:
+            require_thread_multiple()
+        except RuntimeError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def check_same_flags(cfg: TrainConfig, comm: Any) -> None:
@@ -221,7 +256,7 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
             print(f"mpicomm train: error: {failure}", flush=True)
         if not world.is_worker:
             reducer.serve()  # a dedicated server takes every worker's close, as after a run
-        reducer.close()  # free the reducer's communicators on the way out
+        world.close()  # free the reducer's communicators on the way out
         if tracer is not None:
             tracer.close()
         raise SetupError(f"set-up failed on rank {bad}")
@@ -229,7 +264,8 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
     job.start_step = int(metrics.max_over_ranks(comm, np.array([job.start_step]))[0])
     if world.is_worker:
         world.say(
-            f"{_label(cfg)}: {comm.Get_size()} ranks, {world.workers} workers | model "
+            f"{world.label}: {comm.Get_size()} ranks, {world.workers} workers"
+            + (f" x {world.parts} parts" if world.group is not None else "") + " | model "
             f"{_layers_text(cfg.layers)} ({job.model.num_params:,} params, "
             f"{job.model.grads.nbytes / 2**10:,.0f} KiB of grads) | batch {cfg.batch_size}/worker"
             + (f" × {cfg.accumulate} micro-batches" if cfg.accumulate > 1 else "")
@@ -242,7 +278,10 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     xp, ds = world.xp, load_dataset(cfg)
     shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=world.worker_rank,
                   num_workers=world.workers, seed=cfg.seed, xp=xp, accumulate=cfg.accumulate)
-    model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
+    if world.group is not None:  # a stage or a shard: the loop's model all the same
+        model = parallel_setup.make_part(cfg, world.group)
+    else:
+        model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),
               Delays(cfg, world.comm.Get_rank()))
     if cfg.checkpoint:
@@ -250,8 +289,8 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     if cfg.resume:
         ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc,
                              shard.steps_per_epoch)
-        model.params[...] = xp.asarray(ck["params"])
-        job.velocity[...] = xp.asarray(ck["momentum"])
+        model.scatter(ck["params"], model.params)  # the whole model's: this part's share
+        model.scatter(ck["momentum"], job.velocity)
         job.start_step = int(ck["step"])
         _check_trace_window_after(cfg, job.start_step)
         shard.load_state(int(ck["epoch"]), int(ck["cursor"]))
@@ -290,7 +329,7 @@ def _layers_text(layers: tuple[int, ...]) -> str:
 
 
 # --------------------------------------------------------------- 4. engine
-def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngine | None:
+def make_engine(cfg: TrainConfig, world: World, job: Job) -> Engine | None:
     """Return the worker's sync engine (None on a server, which gets its shard here)."""
     if cfg.ps_mode:  # a worker's PSEngine; a server gets its shard and optimizer
         return ps_setup.make_ps_engine(cfg, world.reducer, job.model)
@@ -302,17 +341,20 @@ def make_engine(cfg: TrainConfig, world: World, job: Job) -> GradEngine | PSEngi
     engine = GradEngine(world.reducer, m.grads, m.tensors, m.spans,
                         bucket_bytes=cfg.bucket_mb * 2**20, overlap=cfg.overlap,
                         accumulate=cfg.accumulate, overlap_forward=cfg.overlap_forward,
-                        agree_comm=world.comm)  # every rank a worker (config: no --dedicated)
+                        agree_comm=world.agree_comm)  # every rank a worker (no --dedicated)
     if job.codec_state is not None and hasattr(world.reducer, "load_codec_state"):
         world.reducer.load_codec_state(job.codec_state)  # error feedback, as saved
     return engine
 
 
 # ------------------------------------------------------------------ 5. loop
-TIME_COLUMNS = ("step", "compute", "comm_exposed", "optimizer", "comm_total")
+# model_comm: waits for the other parts of a split model (in comm_exposed and comm_total too);
+# span: a pipeline stage's schedule (the bubble's reference); both 0 for the unsplit model
+TIME_COLUMNS = ("step", "compute", "comm_exposed", "optimizer", "comm_total", "model_comm",
+                "span")
 
 
-def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
+def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Engine,
                 tracer: TraceFile | None) -> dict[str, Any]:
     """Run the steps; return per-step seconds (``TIME_COLUMNS``), step ends, losses, saving time."""
     n_max = max(world.max_steps - job.start_step, 0)
@@ -330,7 +372,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
               cfg.weight_decay)
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     window = cfg.trace_window()
-    ahead = ForwardUpdates(engine, sgd) if getattr(engine, "overlap_forward", False) else None
+    ahead = ForwardUpdates(engine, sgd) if engine.overlap_forward else None
     perf = clock.now
     origin = t0 = perf()
     for i in range(n_max):
@@ -340,10 +382,10 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         lr = base_lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else base_lr
         engine.start_step(step, lr)
         fb = _forward_backward(cfg, job, engine, rec, ahead)                    # 5a.
-        loss, compute, in_backward, ahead_s = fb
+        loss, compute, in_backward, ahead_s, parts_s = fb
         t2 = perf()
         defer = ahead is not None and ahead.may_defer(i, n_max, _checkpoint_due(cfg, step), lr)
-        for bucket in engine.reduced(defer=defer) if defer else engine.reduced():  # 5b.
+        for bucket in engine.reduced(defer=defer):                              # 5b.
             t = perf() if rec is not None else 0.0
             sgd.update(bucket.index, lr)
             if rec is not None:  # stamp: every bucket's SGD ends on this line
@@ -356,20 +398,14 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         losses[i] = float(loss)
         _log(cfg, world, step, i, lr, losses, times, t4 - t0)
         t5 = perf()
-        times[i] = (t5 - t0, compute, exposed,
-                    t4 - t2 - (exposed - in_backward) + ahead_s, total)
+        times[i] = (t5 - t0, compute, exposed + parts_s,
+                    t4 - t2 - (exposed - in_backward) + ahead_s, total + parts_s, parts_s,
+                    model.take_span())
         out["ends"][i] = t5 - origin
         if rec is not None:
             rec.complete(f"step {step}", "step", t0, t5, thread="training")
         if _checkpoint_due(cfg, step):                                           # 5c.
-            codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
-            if world.worker_rank == 0:
-                engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
-                exact = getattr(engine, "server_params", None)  # compressed PS: theirs too
-                _save(cfg, world, job, step,
-                      codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
-            if world.workers_comm is not None:  # the save is every worker's checkpoint time
-                metrics.barrier(world.workers_comm)
+            _checkpoint(cfg, world, job, engine, step)
             out["checkpoint_s"] += perf() - t5
             t5 = perf()
         nvtx.pop()
@@ -377,6 +413,18 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Any,
         if engine.stopped:  # async PS: server 0 has applied the run's pushes
             return _ran(out, i + 1)
     return _ran(out, n_max)
+
+
+def _checkpoint(cfg: TrainConfig, world: World, job: Job, engine: Engine, step: int) -> None:
+    """Save the run after ``step``: worker 0 writes (each part of replica 0 joins the gather
+    of a split model); with --checkpoint-every every worker waits for the save."""
+    codec = codec_state_arrays(world.reducer, world.comm)  # every rank's residuals
+    if world.worker_rank == 0:
+        engine.sync_state(job.velocity)  # a PS engine: the servers' momentum
+        exact = engine.server_params  # a compressed PS: the servers' own too
+        _save(cfg, world, job, step, codec if exact is None else {**codec, PS_SERVER_PARAMS: exact})
+    if world.workers_comm is not None:  # the save is every worker's checkpoint time
+        metrics.barrier(world.workers_comm)
 
 
 def _ran(out: dict, n: int) -> dict:
@@ -391,7 +439,7 @@ class ForwardUpdates:
     """``--overlap-forward``: the SGD of the buckets the engine deferred, run by the next
     forward just before the first layer each holds (``GradEngine.ready_for``)."""
 
-    def __init__(self, engine: GradEngine, sgd: SGD) -> None:
+    def __init__(self, engine: Engine, sgd: SGD) -> None:
         self.engine, self.sgd, self.lr, self.seconds = engine, sgd, 0.0, 0.0
 
     def may_defer(self, i: int, n: int, checkpoint: bool, lr: float) -> bool:
@@ -412,13 +460,14 @@ class ForwardUpdates:
                              thread="training")
 
 
-def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine, rec: Any,
-                      ahead: ForwardUpdates | None) -> tuple[float, float, float, float]:
+def _forward_backward(cfg: TrainConfig, job: Job, engine: Engine, rec: Any,
+                      ahead: ForwardUpdates | None) -> tuple[float, float, float, float, float]:
     """Run the step's micro-batches; return (summed mean loss / K, compute seconds, seconds of
-    communication the engine spent inside forward and backward, which are not compute, and
-    seconds of the previous step's SGD run inside the first forward, ``--overlap-forward``)."""
+    communication the engine spent inside forward and backward, which are not compute,
+    seconds of the previous step's SGD run inside the first forward, ``--overlap-forward``,
+    and seconds a split model's part waited for the other parts, not compute either)."""
     perf = clock.now
-    loss, compute, in_backward, K = 0.0, 0.0, 0.0, cfg.accumulate
+    loss, compute, in_backward, parts, K = 0.0, 0.0, 0.0, 0.0, cfg.accumulate
     updated = ahead.seconds if ahead is not None else 0.0
     for k in range(K):
         xb, yb = job.shard.next()
@@ -434,9 +483,11 @@ def _forward_backward(cfg: TrainConfig, job: Job, engine: GradEngine, rec: Any,
             sync_device(job.model.grads)
         waited = engine.comm_exposed_s - sent
         in_backward += waited
-        compute += perf() - t - waited
+        part_s = job.model.take_comm()  # a stage's or a shard's waits for the other parts
+        parts += part_s
+        compute += perf() - t - waited - part_s
     ahead_s = ahead.seconds - updated if ahead is not None else 0.0
-    return loss / K, compute - ahead_s, in_backward, ahead_s
+    return loss / K, compute - ahead_s, in_backward, ahead_s, parts
 
 
 def _trace_step(tracer: TraceFile | None, step: int, window: tuple[int, int]) -> Any:
@@ -461,7 +512,7 @@ def _log(cfg: TrainConfig, world: World, step: int, i: int, lr: float, losses: n
         else:  # async / ssp: worker 0's own pushes and rate (the others run at theirs)
             where = f"worker 0 push {step + 1:5d} ({world.max_steps} by all workers in the run)"
             rate = f"worker 0: {world.global_batch // world.workers * k / window:,.0f}"
-        world.say(f"{_label(cfg)} {where}  loss {losses[i - k + 1 : i + 1].mean():.4f}  "
+        world.say(f"{world.label} {where}  loss {losses[i - k + 1 : i + 1].mean():.4f}  "
                   f"lr {lr:.4g}  {rate} samples/s", flush=True)
 
 
@@ -473,8 +524,14 @@ def _checkpoint_due(cfg: TrainConfig, step: int) -> bool:
 
 def _save(cfg: TrainConfig, world: World, job: Job, step: int,
           codec: dict[str, np.ndarray]) -> None:
+    """Save the whole model (a split one's parts gathered: collective over them) on the
+    writing rank; any layout resumes it."""
+    model = job.model
+    params, momentum = model.gather(_host(model.params)), model.gather(_host(job.velocity))
+    if not world.writes:
+        return
     save_checkpoint(
-        cfg.checkpoint, params=_host(job.model.params), momentum=_host(job.velocity),
+        cfg.checkpoint, params=params, momentum=momentum,
         step=step + 1, **job.shard.state(), layers=np.array(cfg.layers), dtype=cfg.dtype,
         seed=cfg.seed, global_batch=world.global_batch, data_source=job.ds.source,
         data_crc32=np.int64(job.data_crc), strategy=cfg.strategy, **codec,
@@ -498,6 +555,8 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     sps, failed = 0.0, False
     if comm.Get_rank() == 0:
         solo = dataclasses.replace(cfg, strategy="native", baseline=False, checkpoint=None,
+                                   pipeline_stages=1, tensor_parallel=1, micro_batches=1,
+                                   schedule="1f1b",  # the whole model on one rank
                                    checkpoint_every=0, resume=False, json=None, dedicated=False,
                                    trace=None, trace_steps=None, ps_mode=None, staleness=0,
                                    tensorboard=None, zero_stage=1,  # native, not zero
@@ -510,56 +569,3 @@ def measure_baseline(cfg: TrainConfig, comm: Any = None) -> float:
     if metrics.first_failure(comm, failed) >= 0:
         raise SetupError("set-up of the 1-worker baseline failed on rank 0")
     return float(metrics.max_over_ranks(comm, np.array([sps]))[0])
-
-
-# -------------------------------------------------------------- command
-def run(args: argparse.Namespace) -> int:
-    """Run ``python -m mpicomm train`` on every rank; rank 0 prints and writes the JSON."""
-    from mpicomm.core.topology import Topology
-
-    comm = metrics.world()
-    failure = None
-    try:
-        cfg = TrainConfig.from_args(args)
-        check_strategy_options(cfg, [cfg.strategy], "--strategy")
-        ps_setup.check_ps_flags(cfg, comm.Get_size())
-        zero_setup.check_zero_flags(cfg)
-        parallel_run.check_parallel_flags(cfg, comm.Get_size())
-    except ConfigError as exc:
-        failure = exc
-    # the same on every rank of one command; ranks started with other flags (MPMD) may
-    # disagree, and a rank that returned alone would leave the others waiting
-    bad = metrics.first_failure(comm, failure is not None)
-    if bad >= 0:
-        if comm.Get_rank() == bad:
-            where = f" (rank {bad} only: rank 0 accepted its flags)" if bad else ""
-            print(f"mpicomm train: error: {failure}{where}", flush=True)
-        return 2
-    if cfg.blas_threads:
-        limit_blas_threads(cfg.blas_threads)
-    topo = Topology(comm, ranks_per_node=cfg.ranks_per_node)
-    topology = topo.describe()
-    topo.free()
-    try:
-        baseline = measure_baseline(cfg, comm) if cfg.baseline else None
-        record = run_training(cfg, comm, baseline_sps=baseline)
-    except SetupError:
-        return 2
-    if comm.Get_rank() == 0:
-        if not record["steps"]:
-            print(f"nothing to train: the checkpoint is at step {record['resumed_from_step']} "
-                  f"of --steps {cfg.steps}")
-        print(format_table([record]))
-        if record.get("slow_rank_note"):
-            print(record["slow_rank_note"])
-        if record["steps_timed"]:
-            print(f"framework overhead (step time outside compute+comm+optimizer): "
-                  f"{100 * record['other_share']:.1f}%")
-        if cfg.trace:
-            print(f"wrote trace {cfg.trace} (open in https://ui.perfetto.dev)")
-        if cfg.tensorboard:
-            print(f"wrote TensorBoard scalars under {cfg.tensorboard} (tensorboard --logdir)")
-        if cfg.json:
-            write_json(cfg.json, document("train", cfg, [record], topology))
-            print(f"wrote {cfg.json}")
-    return 0

@@ -20,11 +20,11 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given
 from mpicomm.core.options import ReducerOptions
 from mpicomm.engine import PSEngine, ps_codec
+from mpicomm.nn import MLP, num_params
 from mpicomm.ps import PSGroup, PSServer, layout
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.train.checkpoint import PS_SERVER_PARAMS
 from mpicomm.train.config import TrainConfig
-from mpicomm.train.model import MLP, num_params
 from mpicomm.train.sgd import SGD
 
 __all__ = ["check_ps_flags", "make_ps_group", "make_ps_engine"]

@@ -29,8 +29,8 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.engine import plan_buckets
+from mpicomm.nn import layer_tensors, num_params
 from mpicomm.train import metrics, ps_timeline, slow_rank
-from mpicomm.train.model import layer_tensors, num_params
 from mpicomm.train.summary import history, scores, traffic, warm_steps
 
 __all__ = ["RunRecord", "build_record", "PS_FIELDS"]
@@ -127,55 +127,39 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     """Return the run's record, the same on every rank (collective over ``world.comm``)."""
     comm, W, mode = world.comm, world.workers, cfg.ps_algorithm
     lockstep = mode in (None, "sync")
-    timeline = ps_timeline.gather(comm, out if world.is_worker else None, W)       # 1.
+    timeline = ps_timeline.gather(comm, out if world.reports else None, W)         # 1.
     series = np.asarray(timeline.step_series("sync" if lockstep else "async"))     # 2.
-    times = out["times"] if world.is_worker else np.zeros((0, 5))
+    times = out["times"] if world.reports else np.zeros((0, 7))
     timed = times[warm_steps(len(times)):]                                          # 3.
-    row = np.array([float(world.is_worker), len(times), len(timed), timed[:, 0].sum(),
-                    *timed.sum(axis=0)])
+    row = np.array([float(world.reports), len(times), len(timed), timed[:, 0].sum(),
+                    *timed[:, :5].sum(axis=0)])
     rows = metrics.gather_rows(comm, row)
     wk = rows[rows[:, 0] > 0]
     steps_by_worker = [int(x) for x in wk[:, 1]]
     n_timed, wall = wk[:, 2].sum(), wk[:, 3].max()
-    step, compute, exposed, opt, total = wk[:, 4:9].sum(axis=0)
-    per = (lambda s: s / n_timed) if n_timed else (lambda s: NAN)  # noqa: E731
-    share = (lambda s: s / step) if n_timed and step > 0 else (lambda s: NAN)  # noqa: E731
-    other = step - compute - exposed - opt
     rounds = sum(steps_by_worker) // W                                              # 4.
-    losses = out["losses"] if world.is_worker else np.zeros(0)
+    losses = out["losses"] if world.reports else np.zeros(0)
     if lockstep:
-        hist = history(comm, losses, times[:, 0], world.is_worker)
+        hist = history(comm, losses, times[:, 0], world.reports)
     else:  # workers' steps are not simultaneous: windows of W pushes in time order
         hist = timeline.history()
-    st = world.reducer.stats
-    moved = traffic(metrics.gather_rows(comm, np.array([st.bytes_sent, st.bytes_recv])), rounds)
-    if cfg.ps_mode:
-        buckets, overlap = 1, False  # one push per server per step
-    else:
-        buckets = len(plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
-                                   cfg.bucket_mb * 2**20))
-        # one bucket: nothing to overlap; ZeRO sends on the training thread
-        overlap = bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
+    moved = traffic(metrics.gather_rows(comm, np.array(world.bytes_moved())), rounds)
+    buckets, overlap = _plan(cfg, world, job)
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
-        strategy=f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy,
+        strategy=world.label,
         ranks=comm.Get_size(), workers=W, params=num_params(cfg.layers),
         grad_bytes=num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize,
         global_batch=world.global_batch, steps=int(max(steps_by_worker, default=0)),
         steps_timed=int(n_timed // W), samples_per_sec=sps,
         step_time_median_s=float(np.median(series)) if series.size else NAN,
         step_time_p90_s=float(np.percentile(series, 90)) if series.size else NAN,
-        step_times_s=series.tolist(), step_time_mean_s=per(step), compute_s=per(compute),
-        comm_s=per(exposed), comm_exposed_s=per(exposed), comm_total_s=per(total),
-        # exposed also holds the hand-off from the comm thread, so it can exceed total: clamp
-        overlap_fraction=max(0.0, 1 - exposed / total) if total > 0 else NAN,
-        optimizer_s=per(opt), other_s=per(other), compute_share=share(compute),
-        comm_share=share(exposed), optimizer_share=share(opt), other_share=share(other),
-        **moved, **scores(cfg, world, job, losses, len(losses)), **hist,
+        step_times_s=series.tolist(), **_step_means(wk[:, 4:9].sum(axis=0), n_timed), **moved,
+        **scores(cfg, world, job, losses, len(losses)), **hist,
         buckets=buckets, allreduce_calls_per_step=buckets, bucket_mb=cfg.bucket_mb,
         overlap=overlap, overlap_forward=bool(overlap and cfg.overlap_forward),
         accumulate=cfg.accumulate, baseline_samples_per_sec=baseline_sps,
-        scaling_efficiency=sps / (W * baseline_sps) if baseline_sps else None,
+        scaling_efficiency=sps / (W * world.parts * baseline_sps) if baseline_sps else None,
         resumed_from_step=job.start_step if cfg.resume else None,
         checkpoint_s=float(out["checkpoint_s"]), reducer=world.reducer.describe(),
         clock=clock.name(),
@@ -193,6 +177,35 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         world.say(f"WARNING: {rec.strategy}: the run diverged: the final loss is "
                   f"{rec.final_loss} (NaN or inf parameters or inputs; try a smaller --lr)")
     return rec
+
+
+def _plan(cfg: Any, world: Any, job: Any) -> tuple[int, bool]:
+    """The buckets of a step and whether they overlap backward (collective for a split
+    model: each part has its own plan; the most any part has)."""
+    if cfg.ps_mode:
+        return 1, False  # one push per server per step
+    tensors = layer_tensors(cfg.layers) if world.group is None else job.model.tensors
+    buckets = len(plan_buckets(tensors, np.dtype(cfg.dtype).itemsize, cfg.bucket_mb * 2**20))
+    if world.group is not None:
+        buckets = int(metrics.max_over_ranks(world.comm, np.array([buckets]))[0])
+    # one bucket: nothing to overlap; ZeRO sends on the training thread
+    return buckets, bool(cfg.overlap and buckets > 1 and cfg.strategy != "zero")
+
+
+def _step_means(sums: np.ndarray, n_timed: float) -> dict[str, float]:
+    """Means per timed step and shares of the step, from the workers' summed columns
+    (step, compute, exposed comm, optimizer, total comm); the rest of the step is other."""
+    step, compute, exposed, opt, total = sums
+    per = (lambda s: s / n_timed) if n_timed else (lambda s: NAN)  # noqa: E731
+    share = (lambda s: s / step) if n_timed and step > 0 else (lambda s: NAN)  # noqa: E731
+    other = step - compute - exposed - opt
+    return dict(
+        step_time_mean_s=per(step), compute_s=per(compute), comm_s=per(exposed),
+        comm_exposed_s=per(exposed), comm_total_s=per(total),
+        # exposed also holds the hand-off from the comm thread, so it can exceed total: clamp
+        overlap_fraction=max(0.0, 1 - exposed / total) if total > 0 else NAN,
+        optimizer_s=per(opt), other_s=per(other), compute_share=share(compute),
+        comm_share=share(exposed), optimizer_share=share(opt), other_share=share(other))
 
 
 def _ps_fields(rec: RunRecord, cfg: Any, comm: Any, counts: dict | None, W: int,

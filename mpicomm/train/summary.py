@@ -65,7 +65,9 @@ def history(comm: Any, losses: np.ndarray, step_s: np.ndarray, is_worker: bool) 
 def scores(cfg: Any, world: Any, job: Any, losses: np.ndarray, n_run: int) -> dict:
     """Final loss/accuracy on train and test rows (split over workers), losses, crc of params.
 
-    A diverged model (a NaN or inf parameter) has no accuracy: NaN, as its loss.
+    A diverged model (a NaN or inf parameter) has no accuracy: NaN, as its loss. A split
+    model's parts evaluate the whole model together (``model.evaluate``, ``model.gather``:
+    collective over them); the reporting part counts it.
     """
     comm, P, w = world.comm, world.workers, world.worker_rank
     score, crc = np.zeros(6), -1.0
@@ -77,15 +79,16 @@ def scores(cfg: Any, world: Any, job: Any, losses: np.ndarray, n_run: int) -> di
         for j, (x, y) in enumerate(splits):
             lo, hi = w * len(x) // P, (w + 1) * len(x) // P
             loss_sum, correct = model.evaluate(xp.asarray(x[lo:hi]), xp.asarray(y[lo:hi]))
-            score[3 * j : 3 * j + 3] = loss_sum, np.nan if diverged else correct, hi - lo
+            if world.reports:
+                score[3 * j : 3 * j + 3] = loss_sum, np.nan if diverged else correct, hi - lo
         params = model.params if isinstance(model.params, np.ndarray) else model.params.get()
-        crc = float(zlib.crc32(memoryview(params)))
+        crc = float(zlib.crc32(memoryview(np.ascontiguousarray(model.gather(params)))))
     score = metrics.sum_over_ranks(comm, score)
     crcs = metrics.gather_rows(comm, np.array([crc]))[:, 0]
     worker_crcs = {c for c in crcs if c >= 0}
-    is_w = world.is_worker and n_run
+    is_w = world.reports and n_run
     last = losses[-min(len(losses), cfg.log_every or 10):] if is_w else np.zeros(0)
-    first = losses[: min(len(losses), 10)] if world.is_worker else np.zeros(0)
+    first = losses[: min(len(losses), 10)] if world.reports else np.zeros(0)
     sums = metrics.sum_over_ranks(comm, np.array([last.sum(), last.size, first.sum(),
                                                   first.size]))
     return {

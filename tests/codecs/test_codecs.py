@@ -210,6 +210,6 @@ def test_bench_takes_compress(tmp_path):
         assert res.returncode == 0, res.tail()
         out[codec] = {r["strategy"]: r for r in json.loads(path.read_text())["results"]}
     import mpicomm
-    from mpicomm.codecs import make_reducer
+    from mpicomm.reducers import make_reducer
     assert mpicomm.make_reducer is make_reducer
     assert out["int8"]["ring"]["time_us"] > 0 and out["none"]["ps"]["time_us"] > 0

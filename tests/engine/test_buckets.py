@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mpicomm.engine import GradEngine, plan_buckets
-from mpicomm.train.model import MLP, layer_tensors
+from mpicomm.nn import MLP, layer_tensors
 
 
 def test_buckets_cover_the_buffer_in_backward_order_without_gaps():

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi_harness import run_mpi, run_script
-from test_train import SMALL, ok, params, rel_err
-from test_train import train as _train
+from train_runs import SMALL, ok, params, rel_err
+from train_runs import train as _train
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 

@@ -218,7 +218,7 @@ def test_virtual_clock_timelines_are_per_thread_and_skip_mpi_time():
 
 
 def test_no_verdict_line_under_wall_clock_sharing_cores_and_none_under_virtual():
-    from mpicomm.bench.verdict import cpu_sharing_warning
+    from mpicomm.analysis.verdict import cpu_sharing_warning
     from mpicomm.core import clock
     from mpicomm.core.clock import VirtualClock
 

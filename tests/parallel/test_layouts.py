@@ -5,6 +5,7 @@ import json
 import pytest
 from mpi_harness import run_mpi
 
+from mpicomm.train.checks import check
 from mpicomm.train.config import ConfigError, TrainConfig
 from mpicomm.train.layouts import check_layout_flags, layout_config
 
@@ -23,9 +24,9 @@ def test_layout_names():
         layout_config(cfg, "fsdp", 4)
     # zero's refusals before any layout runs (dp trained, then zero aborted the job)
     with pytest.raises(ConfigError, match="--compress is not supported with --strategy zero"):
-        layout_config(TrainConfig(compress="int8"), "zero", 4)
+        check(layout_config(TrainConfig(compress="int8"), "zero", 4), 4, single_run=False)
     with pytest.raises(ConfigError, match="--accumulate is not supported with --strategy zero"):
-        layout_config(TrainConfig(accumulate=2), "zero2", 4)
+        check(layout_config(TrainConfig(accumulate=2), "zero2", 4), 4, single_run=False)
 
 
 @pytest.mark.parametrize("flags, match", [

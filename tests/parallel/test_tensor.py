@@ -7,7 +7,7 @@ from mpi_harness import ROOT, run_mpi
 
 from mpicomm.parallel.tensor import layer_kinds, tp_bytes_formula
 from mpicomm.train.config import ConfigError, TrainConfig
-from mpicomm.train.parallel_run import check_parallel_flags
+from mpicomm.train.parallel_setup import check_parallel_flags
 
 SCRIPT = ROOT / "tests" / "parallel" / "scripts" / "layout_equal.py"
 

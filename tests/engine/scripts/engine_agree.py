@@ -14,8 +14,8 @@ import time
 from mpi4py import MPI
 from mpi_harness import STRATEGY_CASES, report
 
+from mpicomm.nn import MLP
 from mpicomm.train import loop as T
-from mpicomm.train.model import MLP
 
 outdir = sys.argv[1]
 slow = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0

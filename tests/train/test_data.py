@@ -1,8 +1,11 @@
 """Data: the synthetic task is deterministic, shards are disjoint and add up to the global
 batch, the position checkpoints, and .npz problems are named clearly."""
 
+import json
+
 import numpy as np
 import pytest
+from train_runs import SMALL_DATA, ok, train
 
 from mpicomm.train.data import DataError, Shard, load_npz, synthetic
 
@@ -156,3 +159,27 @@ def test_digits_trains_above_90_percent_held_out_at_2_ranks(tmp_path):
     assert rec["workers"] == 2 and rec["params_in_sync"]
     assert rec["test_accuracy"] >= 0.90, rec["test_accuracy"]
     assert rec["train_loss_last"] < 0.5 * rec["train_loss_first"]
+
+
+def test_npz_shape_mismatch_and_missing_keys(tmp_path):
+    f = tmp_path / "d.npz"
+    np.savez(f, x=np.zeros((50, 7), np.float32), y=np.zeros(50, np.int64))
+    res = train(2, *SMALL_DATA, "--data", f, "--steps", "2", timeout=60)
+    assert res.returncode != 0
+    assert "x has 7 features per sample but --layers starts with 16" in res.stdout, res.tail()
+    np.savez(f, x=np.zeros((50, 16), np.float32), labels=np.zeros(50, np.int64))
+    res = train(2, *SMALL_DATA, "--data", f, "--steps", "2", timeout=60)
+    assert "missing array 'y' (found: labels, x)" in res.stdout, res.tail()
+
+
+@pytest.mark.slow
+def test_npz_data_trains(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((400, 16)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + 2 * (x[:, 1] > 0)  # 4 quadrant classes
+    np.savez(tmp_path / "q.npz", x=x, y=y)
+    out = tmp_path / "q.json"
+    ok(train(2, *SMALL_DATA, "--data", tmp_path / "q.npz", "--steps", "150", "--batch-size", "16",
+             "--json", out))
+    rec = json.loads(out.read_text())["results"][0]
+    assert rec["test_accuracy"] > 0.7, rec

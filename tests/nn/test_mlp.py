@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mpicomm.train.model import MLP, num_params, parse_layers
+from mpicomm.nn import MLP, num_params, parse_layers
 
 
 def _batch(layers, n, seed=3):

@@ -12,8 +12,8 @@ gradient in one flat buffer ``grads`` of the same layout
 them, so the reducer gets the whole gradient in one call with no packing copy.
 
 Each op below keeps its backward beside its forward (micrograd-style), so the
-derivative can be checked by eye; ``tests/test_model.py`` checks it against
-finite differences. Backward *writes* gradients (``out=``) instead of
+derivative can be checked by eye (the math itself: ``nn.ops``); ``tests/nn/test_mlp.py``
+checks it against finite differences. Backward *writes* gradients (``out=``) instead of
 accumulating them: one forward is followed by exactly one backward, so a
 zero-grad pass would only cost a sweep over memory.
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import flops
+from mpicomm.nn import ops
 
 __all__ = ["MLP", "Linear", "ReLU", "SoftmaxCrossEntropy", "parse_layers", "num_params",
            "layer_tensors"]
@@ -97,17 +97,11 @@ class Linear:
     def forward(self, x: Any, out: Any) -> Any:
         """Write x @ W + b into ``out`` and remember ``x`` for backward."""
         self.x = x
-        flops.matmul(self.xp, x, self.W, out)
-        out += self.b
-        return out
+        return ops.dense(self.xp, x, self.W, self.b, out)
 
     def backward(self, dy: Any, dx: Any | None) -> Any | None:
         """Write dW = xᵀ·dy, db = Σ_rows dy and (unless ``dx`` is None) dx = dy·Wᵀ."""
-        flops.matmul(self.xp, self.x.T, dy, self.dW)
-        dy.sum(axis=0, out=self.db)
-        if dx is not None:
-            flops.matmul(self.xp, dy, self.W.T, dx)
-        return dx
+        return ops.dense_backward(self.xp, self.x, self.W, dy, self.dW, self.db, dx)
 
 
 class ReLU:
@@ -121,14 +115,12 @@ class ReLU:
 
     def forward(self, z: Any) -> Any:
         """Apply max(z, 0) in place and return z (now the activation)."""
-        self.a = self.xp.maximum(z, self.zero, out=z)
+        self.a = ops.relu(self.xp, z, self.zero)
         return z
 
     def backward(self, da: Any) -> Any:
         """Zero ``da`` where the activation was clipped (da *= a > 0), in place."""
-        self.xp.greater(self.a, self.zero, out=self.mask)
-        da *= self.mask
-        return da
+        return ops.relu_backward(self.xp, self.a, da, self.mask, da, self.zero)
 
 
 class SoftmaxCrossEntropy:
@@ -314,3 +306,20 @@ class MLP:
             loss_sum += float(bufs.loss.forward(h, y[lo:hi])) * (hi - lo)
         self._cur = None
         return loss_sum, correct
+
+    # the part contract (``nn.model.Model``): an unsplit model waits for no other part
+    def take_comm(self) -> float:
+        """Seconds waited for other parts: none."""
+        return 0.0
+
+    def take_span(self) -> float:
+        """Seconds of a split schedule: none."""
+        return 0.0
+
+    def gather(self, local: Any) -> Any:
+        """The whole model's flat array: ``local`` itself."""
+        return local
+
+    def scatter(self, full: Any, out: Any) -> None:
+        """Copy the whole model's flat array ``full`` into ``out``."""
+        out[...] = self.xp.asarray(full)

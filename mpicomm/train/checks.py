@@ -1,0 +1,36 @@
+"""The one check every command calls: ``check(cfg, ranks)``, each family's checks in one place.
+
+    cfg = TrainConfig.from_args(args)       # cli/: the flags, each value checked on creation
+    check(cfg, comm.Get_size())             # cli/: what cannot take effect in this job
+
+A ``TrainConfig`` checks each value on creation (``train.config``); what depends on the
+job or on several flags of one family is checked here, before any message, the same on
+every rank, raising ``ConfigError`` with one line:
+
+1. the job (``config.check_world``): ranks, simulated nodes, rows per step, memory;
+2. the strategy's options (``core.options.check_strategy_options``; ``single_run``);
+3. the parameter server (``ps_setup.check_ps_flags``);
+4. ZeRO (``zero_setup.check_zero_flags``);
+5. pipeline and tensor parallelism (``parallel_setup.check_parallel_flags``).
+
+``single_run`` False: a run of ``compare`` (its engine flags are shared by every run
+compared, and its strategies are checked as one list), where only what the run cannot
+take at all is refused.
+"""
+
+from __future__ import annotations
+
+from mpicomm.train import parallel_setup, ps_setup, zero_setup
+from mpicomm.train.config import TrainConfig, check_strategy_options, check_world
+
+__all__ = ["check"]
+
+
+def check(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> None:
+    """Raise ``ConfigError`` for a flag of ``cfg`` that cannot take effect on ``ranks`` ranks."""
+    check_world(cfg, ranks)                                                     # 1.
+    if single_run:
+        check_strategy_options(cfg, [cfg.strategy], "--strategy")              # 2.
+    ps_setup.check_ps_flags(cfg, ranks, single_run=single_run)                  # 3.
+    zero_setup.check_zero_flags(cfg, single_run=single_run)                     # 4.
+    parallel_setup.check_parallel_flags(cfg, ranks)                             # 5.
