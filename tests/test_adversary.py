@@ -482,3 +482,22 @@ def test_a_node_flag_that_cannot_take_effect_is_refused_alike(argv, says):
     out = res.stdout + res.stderr
     assert res.returncode == 2 and not res.timed_out, res.tail()
     assert out.count(says) == 1 and "Traceback" not in out and "Abort" not in out, out
+
+
+# ------------------------------------------------------------------ figures
+def test_every_strategy_has_its_own_colour_and_marker_in_every_figure():
+    """Main's Figure 8 drew tree and recursive doubling both green, and ps(S=1) and
+    ring(channels=nics) both grey: a reader could not tell them apart."""
+    import json
+
+    from mpicomm.figures import plot
+
+    names = {r["strategy"] for f in (ROOT / "experiments" / "results").glob("fig8_predict_*.json")
+             for r in json.loads(f.read_text())["results"]}
+    names |= {"native", "ring", "recursive_doubling", "auto", "hierarchical", "ps", "tree",
+              "zero", "gloo", "ps(S=p)", "hierarchical(leader)"}
+    assert len(names) >= 13
+    looks = {(plot.color(n), plot.marker(n)) for n in names - {"ps"}}  # ps: one server
+    assert len({c for c, _ in looks}) == len(names) - 1, sorted(looks)
+    assert len({m for _, m in looks}) == len(names) - 1, sorted(looks)
+    assert plot.color("ps") == plot.color("ps(S=1)") and plot.color("ring 1") == plot.color("ring")
