@@ -501,3 +501,44 @@ def test_every_strategy_has_its_own_colour_and_marker_in_every_figure():
     assert len({c for c, _ in looks}) == len(names) - 1, sorted(looks)
     assert len({m for _, m in looks}) == len(names) - 1, sorted(looks)
     assert plot.color("ps") == plot.color("ps(S=1)") and plot.color("ring 1") == plot.color("ring")
+
+
+# ------------------------------------------------------------------ compare --trace
+def _run_blocks(path: Path) -> list[tuple[int, str, float, float]]:
+    import json
+
+    events = json.loads(path.read_text())
+    return sorted(((e["pid"], e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                   if e.get("cat") == "run"))
+
+
+def test_each_run_in_one_trace_file_is_one_labelled_block(tmp_path):
+    """Main: ``compare --trace`` wrote every strategy's events into one file with nothing
+    saying which block was whose."""
+    from mpi4py import MPI
+
+    from mpicomm.train.trace_writer import TraceFile
+
+    path = str(tmp_path / "t.json")
+    for label in ("ring", "native"):
+        tf = TraceFile.open(path, MPI.COMM_SELF, label=label)
+        tf.recorder.enabled = True
+        tf.recorder.complete("step", "step", 0.0, 0.0)
+        tf.close()
+    blocks = _run_blocks(Path(path))
+    assert [b[3] for b in blocks] == ["ring", "native"], blocks
+    assert blocks[0][2] <= blocks[1][1]  # one after the other
+
+
+@pytest.mark.slow  # a compare run (two strategies, 2 ranks)
+def test_compare_trace_labels_each_strategys_block(tmp_path):
+    from mpi_harness import run_mpi
+
+    path = tmp_path / "t.json"
+    res = run_mpi(2, ["-m", "mpicomm", "compare", "--strategies", "ring,native", "--layers",
+                      "8,4", "--steps", "3", "--batch-size", "8", "--repeats", "1",
+                      "--no-baseline", "--trace", str(path)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    blocks = _run_blocks(path)
+    for pid in (0, 1):
+        assert [b[3] for b in blocks if b[0] == pid] == ["ring", "native"], blocks

@@ -98,7 +98,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
         except parallel_run.ParallelSetupError as exc:
             raise SetupError(str(exc)) from None
     world = make_world(cfg, comm, verbose)                      # 2.
-    tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
+    tracer = TraceFile.open(cfg.trace, comm, label=_label(cfg)) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.
     engine = make_engine(cfg, world, job)                       # 4.
     try:
