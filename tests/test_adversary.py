@@ -508,8 +508,8 @@ def _run_blocks(path: Path) -> list[tuple[int, str, float, float]]:
     import json
 
     events = json.loads(path.read_text())
-    return sorted(((e["pid"], e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
-                   if e.get("cat") == "run"))
+    return sorted((e["pid"], e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                   if e.get("cat") == "run")
 
 
 def test_each_run_in_one_trace_file_is_one_labelled_block(tmp_path):

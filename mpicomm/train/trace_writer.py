@@ -15,10 +15,11 @@ Layout: one process per rank (pid = rank, named "rank R"), threads named by
 the recorder's thread names ("training", "communication"; the main thread is
 shown as "training"), and a "run" row (tid 0) where each run of the job is one
 event named by its label (``open(..., label=)``: ``compare`` runs every strategy
-into one file, so each block of events says whose it is). Every event in the recorder is written, whatever its
-category (p2p messages, buckets, waits, compute). Times are microseconds since
-the barrier that opened the trace, so the ranks' clocks line up to within the
-barrier's exit skew (microseconds on one host).
+into one file, so each block of events says whose it is). Every event in the
+recorder is written, whatever its category (p2p messages, buckets, waits,
+compute). Times are microseconds since the barrier that opened the trace, so the
+ranks' clocks line up to within the barrier's exit skew (microseconds on one
+host).
 """
 
 from __future__ import annotations
