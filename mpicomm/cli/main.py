@@ -184,6 +184,7 @@ def _run(module, args: argparse.Namespace):
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
         failure = None
         try:
+            _apply_profile(args)
             _install_clock(args)  # no message
         except ConfigError as exc:
             failure = exc
@@ -201,6 +202,7 @@ def _run(module, args: argparse.Namespace):
                     failure, bad = exc, 0
             if bad >= 0:
                 return _refused(args, failure, bad)
+        _print_cluster(args)
     return module.run(args)
 
 
@@ -227,11 +229,57 @@ def _same_inputs(args: argparse.Namespace) -> None:
         raise
 
 
-def _install_clock(args: argparse.Namespace) -> None:
-    """Install the clock of ``--clock`` and its flags (``virtual.install_for``; no message)."""
-    from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
+def _apply_profile(args: argparse.Namespace) -> None:
+    """``--profile NAME``: set each cluster flag the command line left unset to the profile's
+    (``costmodel.profiles.profile_fields``; an explicit flag overrides its field only); the
+    default ring's channels only where a ring runs. Refused under ``--clock wall``."""
+    name = getattr(args, "profile", None)
+    if name is None:
+        return
+    from mpicomm.core.options import MAX_CHANNELS
+    from mpicomm.costmodel.profiles import profile_fields
 
-    name = virtual.install_for(getattr(args, "clock", None), args.compute_scale,
+    fields = profile_fields(name)  # an unknown name: one line, before any message
+    if getattr(args, "clock", None) == "wall":
+        raise ConfigError(f"--profile {name}: a modelled cluster needs the virtual clock; drop "
+                          "--clock wall or --profile")
+    if hasattr(args, "clock") and args.clock is None:
+        args.clock = "virtual"  # a profile is a modelled cluster
+    given = getattr(args, GIVEN, frozenset())
+    names = getattr(args, "strategy", None) or getattr(args, "strategies", None)
+    ring = names is None or "ring" in str(names).split(",")
+    for key, value in fields.items():
+        if key == "channels":
+            if key in given or value <= 1 or not ring or getattr(args, "compress", "none") != \
+                    "none":
+                continue
+            value = min(value, MAX_CHANNELS)
+        elif not hasattr(args, key) and key == "accelerator":
+            continue  # a command without the device model's flag
+        elif getattr(args, key, None) is not None:
+            continue
+        setattr(args, key, value)
+
+
+def _print_cluster(args: argparse.Namespace) -> None:
+    """A virtual run's first line (rank 0): the cluster it models, as ``model --predict``
+    prints it (``Cluster.line``)."""
+    from mpicomm.core import clock
+
+    if clock.virtual() is None or _world_rank() != 0:
+        return
+    from mpi4py import MPI
+
+    from mpicomm.costmodel.profiles import cluster_of
+
+    print(f"# {cluster_of(args, MPI.COMM_WORLD.Get_size()).line()}", flush=True)
+
+
+def _install_clock(args: argparse.Namespace) -> None:
+    """Install the clock of ``--clock`` and its flags (``p2p.install_clock``; no message)."""
+    from mpicomm.p2p import install_clock  # (model --predict runs no clock: it refuses flags)
+
+    name = install_clock(getattr(args, "clock", None), args.compute_scale,
                                getattr(args, "ranks_per_node", None), args.inter_link,
                                args.intra_link, getattr(args, "links_from", None),
                                getattr(args, "nics_per_node", None),

@@ -35,6 +35,7 @@ import numpy as np
 
 from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
+from mpicomm.core.gpu import use_local_device
 from mpicomm.core.topology import spans_world
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
@@ -146,6 +147,8 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     Raises ``ConfigError`` on every rank before any message: overlap without
     threads, a flag the parameter server cannot honour, too few ranks for it.
     """
+    if cfg.device == "gpu":  # each rank of a node its own GPU, before any device memory
+        use_local_device(importlib.import_module("cupy"), comm)
     if cfg.ps_mode:
         reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
         if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
