@@ -517,13 +517,15 @@ def test_each_run_in_one_trace_file_is_one_labelled_block(tmp_path):
     saying which block was whose."""
     from mpi4py import MPI
 
+    from mpicomm.core import clock
     from mpicomm.train.trace_writer import TraceFile
 
     path = str(tmp_path / "t.json")
     for label in ("ring", "native"):
         tf = TraceFile.open(path, MPI.COMM_SELF, label=label)
         tf.recorder.enabled = True
-        tf.recorder.complete("step", "step", 0.0, 0.0)
+        t = clock.now()
+        tf.recorder.complete("step", "step", t, t + 1e-3)
         tf.close()
     blocks = _run_blocks(Path(path))
     assert [b[3] for b in blocks] == ["ring", "native"], blocks

@@ -45,7 +45,8 @@ class TraceFile:
         self.path, self.rank, self.t_zero, self.recorder = path, rank, t_zero, recorder
         self._tids = dict(_TID)
         self._named: set[int] = set()
-        self.run: tuple[str, float] | None = None  # (label, start) of the run being recorded
+        self.run: str | None = None  # the label of the run being recorded
+        self.span: list[float] = []  # [first start, last end] of the run's events written
 
     @classmethod
     def open(cls, path: str, comm: Any, label: str | None = None) -> TraceFile:
@@ -53,12 +54,12 @@ class TraceFile:
 
         Collective over ``comm`` on first use: rank 0 creates the file, a barrier
         orders that before any append and marks time zero on every rank. ``label``
-        (the run's strategy): written at ``close`` as one event spanning the run.
+        (the run's strategy): written at ``close`` as one event spanning the run's events.
         """
         old = _OPEN.get(path)
         if old is not None:
             trace.set_active(old.recorder)
-            old.run = None if label is None else (label, clock.now())
+            old.run, old.span = label, []
             return old
         rank = comm.Get_rank()
         if rank == 0:
@@ -68,7 +69,7 @@ class TraceFile:
         t_zero = clock.now()
         rec = trace.Recorder(enabled=False)
         session = _OPEN[path] = cls(path, rank, t_zero, rec)
-        session.run = None if label is None else (label, t_zero)
+        session.run = label
         rec.flush = session.flush  # a stall abort writes this rank's events first
         trace.set_active(rec)
         if rank:
@@ -79,17 +80,18 @@ class TraceFile:
         """Append the events recorded since the last flush (holding the file's lock)."""
         events, self.recorder.events = self.recorder.events, []
         if events:
+            lo, hi = min(e.start for e in events), max(e.end for e in events)
+            self.span = [min(lo, self.span[0]), max(hi, self.span[1])] if self.span else [lo, hi]
             self._lines([self._event(e) for e in events])
 
     def close(self) -> None:
         """Flush, write the run's labelled event, and stop recording (the file stays open
         for a later run of the job)."""
         self.flush()
-        if self.run is not None:
-            label, start = self.run
-            self.run = None
-            self._lines([self._event(trace.Event(label, "run", start, clock.now(), "run",
-                                                 {"run": label}))])
+        if self.run is not None and self.span:  # from its first event to its last
+            self._lines([self._event(trace.Event(self.run, "run", *self.span, "run",
+                                                 {"run": self.run}))])
+        self.run, self.span = None, []
         self.recorder.enabled = False
         trace.set_active(None)
 
