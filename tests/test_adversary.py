@@ -544,3 +544,12 @@ def test_compare_trace_labels_each_strategys_block(tmp_path):
     blocks = _run_blocks(path)
     for pid in (0, 1):
         assert [b[3] for b in blocks if b[0] == pid] == ["ring", "native"], blocks
+
+
+def test_native_under_the_virtual_clock_is_charged_on_the_links_it_was_given():
+    """Main charged native on the default links whatever ``inter_link`` said, so compare's
+    measured/model column read 0.48/2.60 ms for native (issue 34)."""
+    from mpi_harness import run_script
+
+    res = run_script(2, "native_virtual_links.py", timeout=60)
+    res.expect_ok()
