@@ -471,8 +471,10 @@ def test_the_help_says_the_ranges():
                   "--intra-link", "1us,1GB/s"],
                  "--intra-link 1us,1GB/s: every node of this job holds one rank",
                  marks=pytest.mark.slow),
-    (["train", *TINY[1:], "--ranks-per-node", "1", "--nics-per-node", "4", "--inter-link",
-      "1us,1GB/s"], "--nics-per-node 4: a node of this job holds at most 1 rank(s)"),
+    pytest.param(["train", *TINY[1:], "--ranks-per-node", "1", "--nics-per-node", "4",
+                  "--inter-link", "1us,1GB/s"],
+                 "--nics-per-node 4: a node of this job holds at most 1 rank(s)",
+                 marks=pytest.mark.slow),
 ], ids=["bench-rpn", "train-intra", "compare-intra", "bench-intra", "train-nics"])
 def test_a_node_flag_that_cannot_take_effect_is_refused_alike(argv, says):
     """Main ran each with exit 0 (train refused --ranks-per-node 4 on 2 ranks, bench not)."""
