@@ -555,3 +555,14 @@ def test_native_under_the_virtual_clock_is_charged_on_the_links_it_was_given():
 
     res = run_script(2, "native_virtual_links.py", timeout=60)
     res.expect_ok()
+
+
+def test_nics_beyond_a_nodes_ranks_cannot_take_effect():
+    from mpicomm.core.topology import unreached_link
+
+    singles, pairs = [0, 1, 2, 3], [0, 0, 1, 1]
+    assert "--nics-per-node 4: a node of this job holds at most 1 rank(s)" in unreached_link(
+        singles, "1us,1GB/s", None, 4)
+    assert "at most 2 rank(s)" in unreached_link(pairs, "1us,1GB/s", None, 3)
+    assert unreached_link(pairs, "1us,1GB/s", None, 2) is None
+    assert unreached_link(singles, "1us,1GB/s", None, 1) is None
