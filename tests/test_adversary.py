@@ -432,7 +432,7 @@ def test_make_reducer_refuses_what_is_not_an_intracommunicator_and_allreduce_nam
      "inter_link='20us,1e-300B/s': outside the range of a link"),
     (lambda: links.parse_link("1e9s,1GB/s", "l"), "outside the range of a link (latency 0-10 s"),
     (lambda: options.ReducerOptions(compute_scale=1e300),
-     "compute_scale must be a number from 1e-06 to 1e+06, got 1e+300"),
+     "compute_scale must be a number from 1e-12 to 1e+06, got 1e+300"),
     (lambda: flops.check_rate(1e-300),
      "--flop-rate must be a number of FLOP/s from 1e+06 to 1e+18, got 1e-300"),
     (lambda: config.TrainConfig(straggler=("1:1e9",)),
@@ -454,7 +454,7 @@ def test_the_help_says_the_ranges():
     res = subprocess.run([PY, "-m", "mpicomm", "train", "--help"], capture_output=True,
                          text=True, timeout=60)
     text = " ".join(res.stdout.split())
-    for words in ("latency 0-10 s, bandwidth 1 B/s-1 PB/s", "(1e-6 to 1e6)", "1e6 to 1e18",
+    for words in ("latency 0-10 s, bandwidth 1 B/s-1 PB/s", "(1e-12 to 1e6)", "1e6 to 1e18",
                   "MS 0 to 60000", "(0 to 60000)"):
         assert words in text, words
 
