@@ -236,8 +236,12 @@ def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | No
     from mpicomm.costmodel.cluster_predict import cluster_time
     from mpicomm.costmodel.profiles import cluster_of
 
-    gamma = model.gamma_at(n / p) * clock.virtual().scale
-    cluster = dataclasses.replace(cluster_of(flags, p), gamma_s_per_byte=max(gamma, 1e-300),
+    cluster = cluster_of(flags, p)
+    # a hand-written strategy's adds are charged as this host's CPU time (γ as measured here
+    # x --compute-scale); native's run inside MPI, charged at the cluster's γ as the clock does
+    gamma = cluster.gamma_s_per_byte if name == "native" else \
+        model.gamma_at(n / p) * clock.virtual().scale
+    cluster = dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
                                   ranks_per_node=opts["ranks_per_node"] or p)
     return cluster_time(name, p, n, cluster, opts)
 

@@ -318,13 +318,14 @@ def _check_links_reach(args: argparse.Namespace) -> None:
 
     k = resolve_ranks_per_node(getattr(args, "ranks_per_node", None))
     size, fixed = MPI.COMM_WORLD.Get_size(), args._command in NODE_COMMANDS
-    if k is not None and fixed and k > size:
+    profiled = getattr(args, "profile", None) is not None  # a modelled cluster's node size
+    if k is not None and fixed and k > size and not profiled:
         raise ConfigError(f"--ranks-per-node {k}: this job has {size} rank(s), so they all share "
                           f"one node, as without the flag; give --ranks-per-node {size} or less")
     nics = getattr(args, "nics_per_node", None)
     if args.inter_link is None and args.intra_link is None and nics is None:
         return
-    if k is not None and not fixed:
+    if k is not None and (not fixed or profiled):  # a profile's nodes: the cluster's own
         return
     node_of = node_map(MPI.COMM_WORLD) if k is None else [r // k for r in range(size)]
     why = unreached_link(node_of, args.inter_link, args.intra_link, nics)

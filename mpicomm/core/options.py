@@ -117,7 +117,7 @@ class ReducerFields:
                                         # link model; docs/virtual_clock.md); default: virtual
                                         # with emulated nodes (--ranks-per-node and a link)
     compute_scale: float = 1.0          # virtual clock: multiplies the compute's CPU time
-                                        # (1e-6 to 1e6)
+                                        # (1e-12 to 1e6)
     links_from: str | None = None       # virtual clock: charge the link classes no --inter-link
                                         # / --intra-link gives as this host measured them: a
                                         # `mpicomm model --json` file, or this-machine

@@ -269,9 +269,10 @@ def _draw_fig8(docs: dict[str, dict], png: str) -> str:
         for label, series in plot._series(doc["results"]).items():
             series = sorted(series, key=lambda r: r["ranks"])
             x = [r["ranks"] for r in series]
-            kw = {"color": plot.color(label), "ls": plot.style(label), "ms": 3}
-            tm.plot(x, [r["predicted_us"] / 1e3 for r in series], "o", label=label, **kw)
-            eff.plot(x, [r["efficiency"] for r in series], "o", **kw)
+            kw = {"color": plot.color(label), "ls": plot.style(label),
+                  "marker": plot.marker(label), "ms": 4}
+            tm.plot(x, [r["predicted_us"] / 1e3 for r in series], label=label, **kw)
+            eff.plot(x, [r["efficiency"] for r in series], **kw)
         for ax in (tm, eff):
             plot.ranks_axis(ax)
             ax.set_xlabel("ranks p (8 per node)")
@@ -283,9 +284,12 @@ def _draw_fig8(docs: dict[str, dict], png: str) -> str:
         eff.set_ylabel(f"compute / step ({COMPUTE_MS:g} ms compute)")
         eff.set_ylim(0, 1.05)
         eff.set_title(f"{name}: weak-scaling efficiency", fontsize=10)
-        if i == 0:
-            tm.legend(fontsize=7, ncol=2)
-    return plot.save(fig, png)
+    handles, labels = axes[0].get_legend_handles_labels()  # one legend under every panel
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8,
+               frameon=False)
+    rows = 1 + (len(labels) - 1) // 6
+    fig.tight_layout(rect=(0, (0.15 + 0.2 * rows) / fig.get_figheight(), 1, 1))  # inches
+    return plot.save(fig, png, layout=False)
 
 
 def _fig8_sentence(name: str, doc: dict) -> str:

@@ -27,13 +27,35 @@ from pathlib import Path
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["detect_kind", "plot_file", "plot_docs", "load",
-           "size_axis", "ranks_axis", "new_figure", "color", "style", "save", "human_bytes",
+           "size_axis", "ranks_axis", "new_figure", "color", "marker", "style", "save",
+           "human_bytes", "STRATEGY_LOOK",
            "busbw_vs_size", "model_figure",
            "predict_figure", "compare_figure", "scaling_figure", "KINDS"]
 
 KINDS = ("predict", "model", "bench", "compare")
-_ORDER = ["native", "ring", "recursive_doubling", "auto", "hierarchical", "hierarchical(leader)",
-          "ps", "ps(S=1)", "ps(S=p)", "gloo"]
+# one colour and one marker per strategy, the same in every figure, no two alike (Figure 8 drew
+# tree and recursive doubling both green, ps(S=1) and ring(channels=nics) both grey); the
+# colours are matplotlib's tab10 and tab20 tones, the order is the legends'
+STRATEGY_LOOK: dict[str, tuple[str, str]] = {
+    "native": ("#1f77b4", "o"),
+    "ring": ("#ff7f0e", "s"),
+    "ring(channels=nics)": ("#ffbb78", "D"),
+    "multiring": ("#ffbb78", "D"),
+    "recursive_doubling": ("#2ca02c", "^"),
+    "tree": ("#17becf", "v"),
+    "auto": ("#d62728", "<"),
+    "hierarchical": ("#9467bd", "P"),
+    "hierarchical(leader)": ("#c5b0d5", "X"),
+    "hierarchical(nvls)": ("#e377c2", "*"),
+    "ps": ("#7f7f7f", "h"),
+    "ps(S=1)": ("#7f7f7f", "h"),
+    "ps(S=p)": ("#bcbd22", "p"),
+    "zero": ("#8c564b", ">"),
+    "gloo": ("#393b79", "d"),
+}
+_EXTRA = [("#98df8a", "1"), ("#ff9896", "2"), ("#c49c94", "3"), ("#f7b6d2", "4"),
+          ("#dbdb8d", "+"), ("#9edae5", "x")]  # names outside the table, by a stable hash
+_ORDER = list(STRATEGY_LOOK)
 
 
 def _plt():
@@ -76,11 +98,26 @@ def detect_kind(doc: dict) -> str:
 
 
 # ------------------------------------------------------------------ helpers
-def color(name: str) -> str:
-    """One colour per strategy, the same in every figure."""
+def _look(name: str) -> tuple[str, str]:
     base = name.split(" ")[0]
-    i = _ORDER.index(base) if base in _ORDER else len(_ORDER) + sum(map(ord, base))
-    return f"C{i % 10}"
+    if base.startswith("ps:"):  # the real parameter server: ps's look
+        base = "ps"
+    return STRATEGY_LOOK.get(base) or _EXTRA[sum(map(ord, base)) % len(_EXTRA)]
+
+
+def color(name: str) -> str:
+    """One colour per strategy, the same in every figure (``STRATEGY_LOOK``)."""
+    return _look(name)[0]
+
+
+def marker(name: str) -> str:
+    """One marker per strategy, the same in every figure (``STRATEGY_LOOK``)."""
+    return _look(name)[1]
+
+
+def _rank(name: str) -> int:
+    base = name.split(" ")[0]
+    return _ORDER.index(base) if base in _ORDER else len(_ORDER)
 
 
 def style(name: str) -> str:
@@ -121,9 +158,10 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.0, height: float
     return fig, [ax for row in axes for ax in row]
 
 
-def save(fig, path: str) -> str:
+def save(fig, path: str, layout: bool = True) -> str:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fig.tight_layout()
+    if layout:  # False: the caller laid the figure out (a legend under its panels)
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     _plt().close(fig)
     return path
@@ -134,7 +172,7 @@ def _series(rows: list[dict], key: str = "strategy") -> dict[str, list[dict]]:
     for r in rows:
         out.setdefault(str(r[key]), []).append(r)
     return {k: sorted(v, key=lambda r: (r.get("bytes", 0), r.get("ranks", 0)))
-            for k, v in sorted(out.items(), key=lambda kv: color(kv[0]))}
+            for k, v in sorted(out.items(), key=lambda kv: (_rank(kv[0]), kv[0]))}
 
 
 def _finite(v) -> bool:
@@ -161,8 +199,9 @@ def busbw_vs_size(doc: dict, path: str, title: str | None = None) -> str:
     for name, rows in _series(doc["results"]).items():
         rows = [r for r in rows if _finite(r.get("busbw_gbps"))]
         x = [r["bytes"] for r in rows]
-        bw.plot(x, [r["busbw_gbps"] for r in rows], "o-", color=color(name), label=name, ms=4)
-        tm.plot(x, [r["time_us"] for r in rows], "o-", color=color(name), label=name, ms=4)
+        kw = {"color": color(name), "marker": marker(name), "label": name, "ms": 4}
+        bw.plot(x, [r["busbw_gbps"] for r in rows], "-", **kw)
+        tm.plot(x, [r["time_us"] for r in rows], "-", **kw)
     _message_size_axes(bw, tm)
     bw.set_ylabel("bus bandwidth (GB/s)")
     bw.set_yscale("log")
@@ -179,8 +218,8 @@ def measured_and_model(ax, rows: list[dict], x_key: str) -> None:
     for name, series in _series(rows).items():
         series = sorted(series, key=lambda r: r[x_key])
         x = [r[x_key] for r in series]
-        ax.plot(x, [r["time_us"] / 1e3 for r in series], "o", color=color(name),
-                label=f"{name} measured")
+        ax.plot(x, [r["time_us"] / 1e3 for r in series], ls="none", marker=marker(name),
+                color=color(name), label=f"{name} measured")
         if all(r.get("predicted_us") for r in series):
             ax.plot(x, [r["predicted_us"] / 1e3 for r in series], style(name),
                     color=color(name), alpha=0.7, label=f"{name} model")
@@ -192,12 +231,14 @@ def _model_panels(doc: dict, bw, ratio) -> None:
     for name, rows in _series(doc["results"]).items():
         c = color(name)
         x = [r["bytes"] for r in rows]
-        bw.plot(x, [r["busbw_gbps"] for r in rows], "o", color=c, ms=5, label=f"{name} measured")
+        bw.plot(x, [r["busbw_gbps"] for r in rows], ls="none", marker=marker(name), color=c,
+                ms=5, label=f"{name} measured")
         pred = [(r["bytes"], r["bytes"] / (r["predicted_us"] * 1e3) * factor) for r in rows
                 if _finite(r.get("predicted_us"))]
         if pred:
             bw.plot(*zip(*pred, strict=True), "-", color=c, alpha=0.8, label=f"{name} model")
-            ratio.plot(x, [r["measured_over_predicted"] or math.nan for r in rows], "o-", color=c,
+            ratio.plot(x, [r["measured_over_predicted"] or math.nan for r in rows], "-",
+                       marker=marker(name), color=c,
                        ms=4, label=name)
     ratio.axhspan(0.75, 1.25, color="0.85", label="±25%")
     ratio.axhline(1.0, color="0.4", lw=0.8)
@@ -235,11 +276,11 @@ def predict_figure(doc: dict, path: str, nbytes: int | None = None,
         x = [r["ranks"] for r in series]
         c = color(name)
         ls = style(name)
-        axes[0].plot(x, [r["predicted_us"] / 1e3 for r in series], "o", ls=ls, color=c,
-                     label=name, ms=4)
-        axes[1].plot(x, [r["busbw_gbps"] or math.nan for r in series], "o", ls=ls, color=c, ms=4)
+        kw = {"ls": ls, "color": c, "marker": marker(name), "ms": 4}
+        axes[0].plot(x, [r["predicted_us"] / 1e3 for r in series], label=name, **kw)
+        axes[1].plot(x, [r["busbw_gbps"] or math.nan for r in series], **kw)
         if eff:
-            axes[2].plot(x, [r["efficiency"] for r in series], "o", ls=ls, color=c, ms=4)
+            axes[2].plot(x, [r["efficiency"] for r in series], **kw)
     for ax in axes:
         ranks_axis(ax)
         ax.set_xlabel("ranks p")
@@ -298,9 +339,9 @@ def scaling_figure(docs: list[dict], path: str, title: str | None = None) -> str
         series = sorted(series, key=lambda r: r["workers"])
         x = [r["workers"] for r in series]
         c = color(name)
-        thr.plot(x, [r["samples_per_sec"] for r in series], "o-", color=c, label=name)
-        eff.plot(x, [r.get("scaling_efficiency") or math.nan for r in series], "o-", color=c,
-                 label=name)
+        kw = {"color": c, "marker": marker(name), "label": name}
+        thr.plot(x, [r["samples_per_sec"] for r in series], "-", **kw)
+        eff.plot(x, [r.get("scaling_efficiency") or math.nan for r in series], "-", **kw)
     if base:
         b = base[len(base) // 2]
         top = max(r["workers"] for r in rows)

@@ -15,6 +15,8 @@ right neighbour, from the left).
 Emulated links: impossible — MPI's collective never passes through the
 transport. ``describe()`` says ``emulated: false`` even when ``inter_link`` is
 set, so a table can mark it instead of comparing it silently with emulated runs.
+Under the virtual clock the links apply: the transport charges the call as MPICH's
+algorithm on the modelled cluster (``p2p.virtual``, ``collective``).
 """
 
 from __future__ import annotations
@@ -95,6 +97,6 @@ class NativeReducer(Reducer):
 
     def describe(self) -> dict:
         d = super().describe()
-        if self.options.emulated:
+        if self.options.emulated and not self.p2p.virtual:  # the virtual clock charges them
             d["emulation_ignored"] = "native is MPI's own collective: links are not emulated"
         return d

@@ -86,7 +86,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
     world = make_world(cfg, comm, verbose)                      # 2.
-    tracer = TraceFile.open(cfg.trace, comm) if cfg.trace else None
+    tracer = TraceFile.open(cfg.trace, comm, label=_label(cfg)) if cfg.trace else None
     job = set_up(cfg, world, tracer)                            # 3.
     engine = make_engine(cfg, world, job)                       # 4.
     try:

@@ -13,10 +13,13 @@ abort are lost, the file is not).
 
 Layout: one process per rank (pid = rank, named "rank R"), threads named by
 the recorder's thread names ("training", "communication"; the main thread is
-shown as "training"). Every event in the recorder is written, whatever its
-category (p2p messages, buckets, waits, compute). Times are microseconds since
-the barrier that opened the trace, so the ranks' clocks line up to within the
-barrier's exit skew (microseconds on one host).
+shown as "training"), and a "run" row (tid 0) where each run of the job is one
+event named by its label (``open(..., label=)``: ``compare`` runs every strategy
+into one file, so each block of events says whose it is). Every event in the
+recorder is written, whatever its category (p2p messages, buckets, waits,
+compute). Times are microseconds since the barrier that opened the trace, so the
+ranks' clocks line up to within the barrier's exit skew (microseconds on one
+host).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from mpicomm.p2p import barrier
 __all__ = ["TraceFile"]
 
 _OPEN: dict[str, TraceFile] = {}  # one file per path and process (compare: several runs)
-_TID = {"training": 1, "MainThread": 1, "communication": 2}
+_TID = {"run": 0, "training": 1, "MainThread": 1, "communication": 2}
 
 
 class TraceFile:
@@ -42,17 +45,21 @@ class TraceFile:
         self.path, self.rank, self.t_zero, self.recorder = path, rank, t_zero, recorder
         self._tids = dict(_TID)
         self._named: set[int] = set()
+        self.run: str | None = None  # the label of the run being recorded
+        self.span: list[float] = []  # [first start, last end] of the run's events written
 
     @classmethod
-    def open(cls, path: str, comm: Any) -> TraceFile:
+    def open(cls, path: str, comm: Any, label: str | None = None) -> TraceFile:
         """Start (or continue, for a later run of the same job) the trace at ``path``.
 
         Collective over ``comm`` on first use: rank 0 creates the file, a barrier
-        orders that before any append and marks time zero on every rank.
+        orders that before any append and marks time zero on every rank. ``label``
+        (the run's strategy): written at ``close`` as one event spanning the run's events.
         """
         old = _OPEN.get(path)
         if old is not None:
             trace.set_active(old.recorder)
+            old.run, old.span = label, []
             return old
         rank = comm.Get_rank()
         if rank == 0:
@@ -62,6 +69,7 @@ class TraceFile:
         t_zero = clock.now()
         rec = trace.Recorder(enabled=False)
         session = _OPEN[path] = cls(path, rank, t_zero, rec)
+        session.run = label
         rec.flush = session.flush  # a stall abort writes this rank's events first
         trace.set_active(rec)
         if rank:
@@ -72,11 +80,18 @@ class TraceFile:
         """Append the events recorded since the last flush (holding the file's lock)."""
         events, self.recorder.events = self.recorder.events, []
         if events:
+            lo, hi = min(e.start for e in events), max(e.end for e in events)
+            self.span = [min(lo, self.span[0]), max(hi, self.span[1])] if self.span else [lo, hi]
             self._lines([self._event(e) for e in events])
 
     def close(self) -> None:
-        """Flush and stop recording (the file stays open for a later run of the job)."""
+        """Flush, write the run's labelled event, and stop recording (the file stays open
+        for a later run of the job)."""
         self.flush()
+        if self.run is not None and self.span:  # from its first event to its last
+            self._lines([self._event(trace.Event(self.run, "run", *self.span, "run",
+                                                 {"run": self.run}))])
+        self.run, self.span = None, []
         self.recorder.enabled = False
         trace.set_active(None)
 
