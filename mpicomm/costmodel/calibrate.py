@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -22,11 +23,13 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.inputs import check_link_table
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
+from mpicomm.costmodel.native import SHORT_BYTES
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
            "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes",
-           "fresh_seconds", "MMAP_MAX"]
+           "fresh_seconds", "MMAP_MAX", "measured_collective_seconds"]
 
 CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): a malloc
@@ -328,6 +331,21 @@ class MeasuredLink:
         if self.cold is not None:
             self.cold.fresh = self.fresh
 
+    # the one link type's names (``core.links.Link``), so a ``Cluster`` holds this link too
+    efficiency = 1.0
+
+    @property
+    def alpha_s(self) -> float:
+        return self.latency
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bandwidth
+
+    @property
+    def beta(self) -> float:
+        return 1.0 / self.bandwidth
+
     def seconds(self, nbytes: int) -> float:
         """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
         return _on_table(self.sizes, self.times, self._last_beta, nbytes)
@@ -386,6 +404,7 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
         if os.path.exists(path):
             try:
                 params = json.loads(Path(path).read_text())["params"]
+                check_link_table(path, params)  # ConfigError: one line naming the field
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
                                       sizes, gamma, f"measured {k} link of {path}",
@@ -394,6 +413,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                                       cold=params[k].get("cold"),
                                       fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
+            except ConfigError:
+                raise
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "
                                   f"params ({type(exc).__name__}: {exc})") from None
@@ -401,3 +422,44 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
     raise ConfigError(f"links_from {source!r}: no calibration (tried {', '.join(tried)}); "
                       f"measure this host with `mpiexec -n 2 python -m mpicomm model "
                       f"--strategies ring -b 4K -e 64M -f 4 -n 5 --json {HOST_PARAMS_PATHS[0]}`")
+
+
+# ------------------------------------------- MPI's collectives on measured links
+def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
+    """``costmodel.native.mpi_collective_time``'s algorithms on a measured link (``--links-from``):
+    each step's message takes the link's measured time at its size — the exchange time t_x where
+    both ranks of a step send at once (recursive doubling and halving, the allgathers), the
+    one-way t where one sends (binomial trees, scatter, gather) — and reductions (inside MPI)
+    the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving then doubling
+    ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else ``Σ_k t_x(n/2^k) +
+    t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else ``Σ_k t(n/2^k) + t_x(n/2^k)``;
+    allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up); long allreduce and reduce
+    above glibc's mmap threshold also fault in MPICH's temporary (``_temporary``)."""
+    if p < 2:
+        return 0.0
+    lg = math.ceil(math.log2(p))
+    t, tx = link.seconds, link.exchange_seconds
+    if kind == "allgather":
+        return sum(tx(nbytes << k) for k in range(lg))
+    if kind not in ("allreduce", "reduce", "bcast"):
+        raise ValueError(f"unknown collective {kind!r}")
+    add = 0.0 if kind == "bcast" else 1.0
+    first = tx if kind == "allreduce" else t  # a short step: an exchange or one way
+    if nbytes < SHORT_BYTES:  # costmodel.native's switch
+        return lg * (first(nbytes) + add * nbytes * link.gamma(nbytes))
+    # long: a reduce-scatter or scatter, then an allgather or gather, per halving step
+    out = tx if kind != "bcast" else t
+    back = t if kind == "reduce" else tx
+    parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
+    steps = sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
+    return steps + _temporary(kind, nbytes, link)
+
+
+def _temporary(kind: str, nbytes: int, link: MeasuredLink) -> float:
+    """MPICH's reduce-scatter based allreduce and reduce take a temporary of the message's
+    size per call (``MPIR_CHKLMEM_MALLOC``); above glibc's largest mmap threshold
+    (``calibrate.MMAP_MAX``) it is a fresh mapping every time, its pages faulted in as the
+    algorithm first writes them: the calibrated cost per byte of fresh memory."""
+    if kind in ("allreduce", "reduce") and nbytes > MMAP_MAX:
+        return nbytes * link.fresh
+    return 0.0

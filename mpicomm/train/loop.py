@@ -248,7 +248,8 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     if cfg.checkpoint:
         job.data_crc = ds.fingerprint()
     if cfg.resume:
-        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc)
+        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc,
+                             shard.steps_per_epoch)
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
