@@ -38,20 +38,37 @@ MMAP_MAX = 32 << 20
 
 
 # seconds one size's repetitions may take: the counts of ``_iters`` fit it on this host's own
-# links (12 round trips of 64 MiB in ~0.4 s), while across an 800 Mbit/s link (1.4 s a round
-# trip of 64 MiB) they took minutes: there the count follows the first (probe) round trip
-SIZE_BUDGET_S = 0.5
+# quiet links (300 round trips of 64 KiB in ~10 ms), while across an 800 Mbit/s link (1.4 s a
+# round trip of 64 MiB), or with a barrier per step among 4 ranks at load 30, the calibration
+# took 4.5-6 minutes: there the count follows the first (probe) step's time
+SIZE_BUDGET_S = 0.2
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
     return max(3, int(scale * (300 if m <= 1 << 16 else 60 if m <= 1 << 20 else 12)))
 
 
-def _within_budget(m: int, scale: float, probe_s: float) -> tuple[int, int]:
-    """(timed repetitions, further warm-ups) for size m after a probe of ``probe_s``: the
-    usual counts, fewer where they would take over ``SIZE_BUDGET_S`` (at least 3 timed)."""
-    iters = min(_iters(m, scale), max(3, int(SIZE_BUDGET_S / max(probe_s, 1e-9))))
-    return iters, (2 if probe_s * 10 < SIZE_BUDGET_S else 0)
+STOP, WARM, TIMED = 0, 1, 2  # what the next repetition of a size is (a tells the others)
+
+
+class _Pacer:
+    """Rank a's count of one size's repetitions: up to 3 warm-ups, then up to ``_iters``
+    timed ones, fewer past ``SIZE_BUDGET_S`` (a quarter of it for the warm-ups), never
+    under 3 timed. ``next()`` says what the next repetition is."""
+
+    def __init__(self, m: int, scale: float) -> None:
+        self.iters, self.warm, self.timed = _iters(m, scale), 0, 0
+        self.t0 = time.perf_counter()
+
+    def next(self, last: int) -> int:
+        self.warm += last == WARM
+        self.timed += last == TIMED
+        spent = time.perf_counter() - self.t0
+        if last == WARM and self.warm < 3 and spent < SIZE_BUDGET_S / 4:
+            return WARM
+        if self.timed < 3 or (self.timed < self.iters and spent < SIZE_BUDGET_S):
+            return TIMED
+        return STOP
 
 
 def cache_bytes() -> int:
@@ -105,33 +122,30 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
     march = _March(cold + max(sizes)) if cold and me in (a, b) else None
     buf = np.zeros(max(sizes) if march is None else 1, dtype=np.uint8)
     out = np.zeros(len(sizes))
-    count = np.zeros(2, dtype=np.int64)
+    what = np.zeros(1, dtype=np.int64)
     other = b if me == a else a
-
-    def round_trip(m: int) -> float:
-        view = buf[:m] if march is None else march.take(m)
-        t0 = time.perf_counter()
-        if me == a:
-            comm.Send(view, other, 7)
-            comm.Recv(view, other, 7)
-        else:
-            comm.Recv(view, other, 7)
-            comm.Send(view, other, 7)
-        return time.perf_counter() - t0
-
     for k, m in enumerate(sizes):
         comm.Barrier()
         if me not in (a, b):
             continue
-        probe = round_trip(m)  # the first warm-up; a's time sets both ranks' counts
-        if me == a:
-            count[:] = _within_budget(m, scale, probe)
-            comm.Send(count, other, 6)
-        else:
-            comm.Recv(count, other, 6)
-        for _ in range(int(count[1])):
-            round_trip(m)
-        out[k] = float(np.median([round_trip(m) for _ in range(int(count[0]))])) / 2
+        pacer, times, what[0] = _Pacer(m, scale), [], WARM
+        while what[0] != STOP:
+            view = buf[:m] if march is None else march.take(m)
+            t0 = time.perf_counter()
+            if me == a:
+                comm.Send(view, other, 7)
+                comm.Recv(view, other, 7)
+            else:
+                comm.Recv(view, other, 7)
+                comm.Send(view, other, 7)
+            if what[0] == TIMED:
+                times.append(time.perf_counter() - t0)
+            if me == a:  # the next repetition, outside the timed part
+                what[0] = pacer.next(int(what[0]))
+                comm.Send(what, other, 6)
+            else:
+                comm.Recv(what, other, 6)
+        out[k] = float(np.median(times)) / 2
     comm.Bcast(out, root=a)
     return [float(x) for x in out]
 
@@ -164,13 +178,10 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
             np.ones(n_max if not cold_n else 1, dtype=np.float32))
     swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
     line_up = (np.zeros(1), np.zeros(1))
-    probe = np.zeros(1)
+    what = np.zeros(1, dtype=np.int64)
 
     def step(i: int, n: int) -> tuple[float, float]:
-        """One timed step (every rank: the barrier; a and b: the swap and the add)."""
-        comm.Barrier()
-        if me not in (a, b):
-            return 0.0, 0.0
+        """One step of a and b: line up, swap (timed), add (timed per byte)."""
         peer = b if me == a else a
         send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
         if marches is not None:
@@ -184,12 +195,23 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
 
     for k, m in enumerate(sizes):
         n = max(m // 4, 1)
-        probe[0] = step(1, n)[0]  # the first warm-up; a's time sets every rank's counts
-        comm.Bcast(probe, root=a)
-        iters, more = _within_budget(m, scale, float(probe[0]))
-        for i in range(more):
-            step(i, n)
-        t = np.array([step(i, n) for i in range(iters)]).T
+        pacer, t, what[0], i = _Pacer(m, scale) if me == a else None, [], WARM, 0
+        while True:
+            comm.Bcast(what, root=a)  # as a barrier: every rank learns the next step from a
+            if what[0] == STOP:
+                break
+            if me in (a, b):
+                times = step(i, n)
+                i += 1
+                if what[0] == TIMED:
+                    t.append(times)
+            if me == a:
+                what[0] = pacer.next(int(what[0]))
+        t = np.array(t if t else [(0.0, 0.0)]).T.copy()
+        counts = np.array([t.shape[1]])
+        comm.Bcast(counts, root=a)
+        if t.shape[1] != counts[0]:  # ranks outside the pair timed nothing
+            t = np.zeros((2, int(counts[0])))
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         swap[k], add[k] = np.median(t, axis=1)
         for buf in bufs:  # keep the values small (marching data is added to a few times only)
