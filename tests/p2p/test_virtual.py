@@ -452,23 +452,32 @@ def test_auto_decides_on_the_modelled_links_under_the_virtual_clock(p):
         assert r["crossover"] == r["first_ring_win"], r
 
 
-def test_model_params_charge_reductions_at_the_clocks_compute_scale():
+def test_model_charges_reductions_at_the_clocks_compute_scale():
     """The virtual clock charges an addition as CPU time x --compute-scale; the model's γ kept
     the measured one, so under --compute-scale 1e-9 a 2-channel ring was predicted at 1.8x
-    its virtual time whenever this host's adds measured slow (a flaky slow test)."""
+    its virtual time whenever this host's adds measured slow (a flaky slow test). ``model``'s
+    prediction under the virtual clock: the clock's cluster with γ measured x the scale."""
+    import dataclasses
+
+    from mpicomm.bench.model_cmd import predicted
     from mpicomm.core import clock
     from mpicomm.core.clock import VirtualClock
+    from mpicomm.costmodel.cluster_predict import cluster_time
     from mpicomm.costmodel.formulas import LinkModel, ModelParams
-    from mpicomm.p2p import virtual
+    from mpicomm.costmodel.profiles import build_cluster
 
     sizes = [8, 64, 512]
     link = LinkModel(1e-6, sizes, [1e-9] * 3)
     params = ModelParams(link, link, sizes, [2e-10, 3e-10, 5e-10], gamma_local=[1e-10] * 3)
+    charged = build_cluster(ranks_per_node=2, inter="20us,1GB/s")
+    opts = {"channels": 2, "crossover_bytes": 1 << 16}
     clock.set_source(VirtualClock(0.25).now, "virtual")
     try:
-        got = virtual.model_params(params)
+        got = predicted("ring", 4, 256, params, opts, charged)
     finally:
         clock.reset()
-    assert got.gamma == pytest.approx([0.5e-10, 0.75e-10, 1.25e-10], rel=1e-12)
-    assert got.gamma_local == pytest.approx([0.25e-10] * 3, rel=1e-12)
+    gamma = params.gamma_at(256 / 4) * 0.25
+    assert gamma == pytest.approx(0.75e-10)
+    assert got == pytest.approx(cluster_time(
+        "ring", 4, 256, dataclasses.replace(charged, gamma_s_per_byte=gamma), opts), rel=1e-12)
     assert params.gamma == [2e-10, 3e-10, 5e-10]  # the measured record is left as it was
