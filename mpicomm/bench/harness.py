@@ -440,9 +440,10 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
     dtype = np.dtype(DTYPES[cfg.dtype])
     xp = np
     if cfg.device == "gpu":
-        from mpicomm.core.gpu import import_cupy
+        from mpicomm.core.gpu import import_cupy, use_local_device
 
         xp = import_cupy("bench")
+        use_local_device(xp, world)  # each rank of a node its own GPU (cluster.md)
     bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0, xp)
     tests = [AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
              for name in names]

@@ -169,7 +169,7 @@ def _run(module, args: argparse.Namespace):
     results are never lost at the end) and the stall inspector's environment
     (``MPICOMM_STALL_WARN_S``/``_ABORT_S``), install the clock the flags ask for (``--clock``,
     train/compare/bench/model), then run."""
-    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
+    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))  # + the inputs
     if problem is not None:
         raise ConfigError(problem)
     if getattr(module, "USES_MPI", False):  # the stall inspector's environment, read per rank
@@ -179,6 +179,8 @@ def _run(module, args: argparse.Namespace):
             stall.settings()
         except ValueError as exc:  # before: a traceback on every rank at reducer creation
             raise ConfigError(str(exc)) from None
+    if getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args):
+        _same_inputs(args)  # collective: one small Allgather
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
         failure = None
         try:
@@ -202,6 +204,29 @@ def _run(module, args: argparse.Namespace):
                 return _refused(args, failure, bad)
         _print_cluster(args)
     return module.run(args)
+
+
+def _same_inputs(args: argparse.Namespace) -> None:
+    """The files the command reads by path (``--data``, ``--links-from``, ``--resume``'s
+    checkpoint) hold the same bytes on every rank, or ``ConfigError`` on every rank naming
+    the ranks that differ (``core.inputs.check_same_everywhere``)."""
+    from mpi4py import MPI
+
+    from mpicomm.core.inputs import check_same_everywhere
+
+    links = getattr(args, "links_from", None)
+    if links == "this-machine":  # the calibration it stands for
+        from mpicomm.costmodel.calibrate import HOST_PARAMS_PATHS
+
+        links = next((p for p in HOST_PARAMS_PATHS if os.path.exists(p)), None)
+    resume = getattr(args, "resume", False) and getattr(args, "checkpoint", None)
+    try:
+        check_same_everywhere(MPI.COMM_WORLD, {"data": getattr(args, "data", None),
+                                               "links_from": links,
+                                               "checkpoint": resume or None})
+    except ConfigError as exc:
+        exc.on_every_rank = True  # every rank compared the same digests
+        raise
 
 
 def _apply_profile(args: argparse.Namespace) -> None:
@@ -277,19 +302,32 @@ def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int
     return 2
 
 
-def _check_links_reach(args: argparse.Namespace) -> None:
-    """A link flag no message of the job's real layout would cross (no ``--ranks-per-node``:
-    a sweep over p with a fixed node size may start inside one node): ``ConfigError`` on
-    every rank (collective: one shared-memory split and one small Allgather)."""
-    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+NODE_COMMANDS = ("train", "compare", "bench")  # one job size: a node flag must fit it
 
-    nics = getattr(args, "nics_per_node", None)
-    if (args.inter_link is None and args.intra_link is None and nics is None) or \
-            resolve_ranks_per_node(getattr(args, "ranks_per_node", None)) is not None:
-        return
+
+def _check_links_reach(args: argparse.Namespace) -> None:
+    """A node or link flag no message of the job's layout would use: ``ConfigError`` on every
+    rank, alike in train, compare and bench (``--ranks-per-node`` above the job's size; a
+    link or ``--nics-per-node`` that ``unreached_link`` finds unused). Without
+    ``--ranks-per-node`` the layout is MPI's (collective: one shared-memory split and one
+    small Allgather); ``model`` sweeps sizes under a fixed node size, so only its MPI layout
+    is checked."""
     from mpi4py import MPI
 
-    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link, nics)
+    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+
+    k = resolve_ranks_per_node(getattr(args, "ranks_per_node", None))
+    size, fixed = MPI.COMM_WORLD.Get_size(), args._command in NODE_COMMANDS
+    if k is not None and fixed and k > size:
+        raise ConfigError(f"--ranks-per-node {k}: this job has {size} rank(s), so they all share "
+                          f"one node, as without the flag; give --ranks-per-node {size} or less")
+    nics = getattr(args, "nics_per_node", None)
+    if args.inter_link is None and args.intra_link is None and nics is None:
+        return
+    if k is not None and not fixed:
+        return
+    node_of = node_map(MPI.COMM_WORLD) if k is None else [r // k for r in range(size)]
+    why = unreached_link(node_of, args.inter_link, args.intra_link, nics)
     if why is not None:
         raise ConfigError(why)
 

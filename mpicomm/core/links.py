@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from mpicomm.core.bounds import BANDWIDTH_BPS, LATENCY_S, RANGE_HELP, within
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["Link", "LinkSpec", "parse_link", "link_from_env", "LINK_FORMAT"]
@@ -29,7 +30,8 @@ _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _PART = re.compile(r"\s*" + _NUMBER + r"\s*([A-Za-zµ/]+)\s*")
 
 LINK_FORMAT = ("LATENCY,BANDWIDTH such as 20us,1GB/s or 5us,100Gb/s (latency units ns, us, "
-               "ms, s; bandwidth units B/s, KB/s, MB/s, GB/s, Gb/s; decimal: 1 GB/s = 1e9 B/s)")
+               "ms, s; bandwidth units B/s, KB/s, MB/s, GB/s, Gb/s; decimal: 1 GB/s = 1e9 B/s; "
+               f"{RANGE_HELP['link']})")
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ def parse_link(text: str | Link | None, what: str = "link") -> Link | None:
     if not (math.isfinite(latency) and math.isfinite(rate)) or rate <= 0:
         raise ConfigError(f"{what}={text!r}: bandwidth must be > 0 and both finite; "
                           f"expected {LINK_FORMAT}")
+    if not (within(latency, LATENCY_S) and within(rate, BANDWIDTH_BPS)):  # results stay finite
+        raise ConfigError(f"{what}={text!r}: outside the range of a link ({RANGE_HELP['link']}; "
+                          "core/bounds.py), where times stay finite")
     return Link(latency, rate, text=stripped)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.inputs import check_link_table
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
 from mpicomm.costmodel.native import SHORT_BYTES
 
@@ -36,8 +37,21 @@ CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs
 MMAP_MAX = 32 << 20
 
 
+# seconds one size's repetitions may take: the counts of ``_iters`` fit it on this host's own
+# links (12 round trips of 64 MiB in ~0.4 s), while across an 800 Mbit/s link (1.4 s a round
+# trip of 64 MiB) they took minutes: there the count follows the first (probe) round trip
+SIZE_BUDGET_S = 0.5
+
+
 def _iters(m: int, scale: float = 1.0) -> int:
     return max(3, int(scale * (300 if m <= 1 << 16 else 60 if m <= 1 << 20 else 12)))
+
+
+def _within_budget(m: int, scale: float, probe_s: float) -> tuple[int, int]:
+    """(timed repetitions, further warm-ups) for size m after a probe of ``probe_s``: the
+    usual counts, fewer where they would take over ``SIZE_BUDGET_S`` (at least 3 timed)."""
+    iters = min(_iters(m, scale), max(3, int(SIZE_BUDGET_S / max(probe_s, 1e-9))))
+    return iters, (2 if probe_s * 10 < SIZE_BUDGET_S else 0)
 
 
 def cache_bytes() -> int:
@@ -91,26 +105,33 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
     march = _March(cold + max(sizes)) if cold and me in (a, b) else None
     buf = np.zeros(max(sizes) if march is None else 1, dtype=np.uint8)
     out = np.zeros(len(sizes))
+    count = np.zeros(2, dtype=np.int64)
+    other = b if me == a else a
+
+    def round_trip(m: int) -> float:
+        view = buf[:m] if march is None else march.take(m)
+        t0 = time.perf_counter()
+        if me == a:
+            comm.Send(view, other, 7)
+            comm.Recv(view, other, 7)
+        else:
+            comm.Recv(view, other, 7)
+            comm.Send(view, other, 7)
+        return time.perf_counter() - t0
+
     for k, m in enumerate(sizes):
-        view = buf[:m]
-        iters = _iters(m, scale)
-        times = np.empty(iters)
         comm.Barrier()
-        if me in (a, b):
-            other = b if me == a else a
-            for i in range(-3, iters):  # 3 warm-up round trips
-                if march is not None:
-                    view = march.take(m)
-                t0 = time.perf_counter()
-                if me == a:
-                    comm.Send(view, other, 7)
-                    comm.Recv(view, other, 7)
-                else:
-                    comm.Recv(view, other, 7)
-                    comm.Send(view, other, 7)
-                if i >= 0:
-                    times[i] = time.perf_counter() - t0
-            out[k] = float(np.median(times)) / 2
+        if me not in (a, b):
+            continue
+        probe = round_trip(m)  # the first warm-up; a's time sets both ranks' counts
+        if me == a:
+            count[:] = _within_budget(m, scale, probe)
+            comm.Send(count, other, 6)
+        else:
+            comm.Recv(count, other, 6)
+        for _ in range(int(count[1])):
+            round_trip(m)
+        out[k] = float(np.median([round_trip(m) for _ in range(int(count[0]))])) / 2
     comm.Bcast(out, root=a)
     return [float(x) for x in out]
 
@@ -143,25 +164,32 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
             np.ones(n_max if not cold_n else 1, dtype=np.float32))
     swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
     line_up = (np.zeros(1), np.zeros(1))
+    probe = np.zeros(1)
+
+    def step(i: int, n: int) -> tuple[float, float]:
+        """One timed step (every rank: the barrier; a and b: the swap and the add)."""
+        comm.Barrier()
+        if me not in (a, b):
+            return 0.0, 0.0
+        peer = b if me == a else a
+        send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
+        if marches is not None:
+            send, recv = marches[0].take(n), marches[1].take(n)
+        comm.Sendrecv(line_up[0], peer, 9, line_up[1], peer, 9)
+        t0 = time.perf_counter()
+        comm.Sendrecv(send, peer, 8, recv, peer, 8)
+        t1 = time.perf_counter()
+        np.add(send, recv, out=send)
+        return t1 - t0, (time.perf_counter() - t1) / (4 * n)
+
     for k, m in enumerate(sizes):
         n = max(m // 4, 1)
-        iters = _iters(m, scale)
-        t = np.zeros((2, iters))
-        for i in range(-3, iters):
-            comm.Barrier()
-            if me not in (a, b):
-                continue
-            peer = b if me == a else a
-            send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
-            if marches is not None:
-                send, recv = marches[0].take(n), marches[1].take(n)
-            comm.Sendrecv(line_up[0], peer, 9, line_up[1], peer, 9)
-            t0 = time.perf_counter()
-            comm.Sendrecv(send, peer, 8, recv, peer, 8)
-            t1 = time.perf_counter()
-            np.add(send, recv, out=send)
-            if i >= 0:
-                t[:, i] = (t1 - t0, (time.perf_counter() - t1) / (4 * n))
+        probe[0] = step(1, n)[0]  # the first warm-up; a's time sets every rank's counts
+        comm.Bcast(probe, root=a)
+        iters, more = _within_budget(m, scale, float(probe[0]))
+        for i in range(more):
+            step(i, n)
+        t = np.array([step(i, n) for i in range(iters)]).T
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         swap[k], add[k] = np.median(t, axis=1)
         for buf in bufs:  # keep the values small (marching data is added to a few times only)
@@ -354,6 +382,7 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
         if os.path.exists(path):
             try:
                 params = json.loads(Path(path).read_text())["params"]
+                check_link_table(path, params)  # ConfigError: one line naming the field
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
                                       sizes, gamma, f"measured {k} link of {path}",
@@ -362,6 +391,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                                       cold=params[k].get("cold"),
                                       fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
+            except ConfigError:
+                raise
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "
                                   f"params ({type(exc).__name__}: {exc})") from None

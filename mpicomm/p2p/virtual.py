@@ -62,6 +62,7 @@ from mpicomm.costmodel.calibrate import MeasuredLink, measured_collective_second
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.profiles import build_cluster
+from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
@@ -421,8 +422,10 @@ class VirtualTransport(BlockingByRequests, Transport):
         until = 0.0
         try:
             self._flush()
+            stall.wait_begin(comm.Get_size() - 1)  # watched (p2p/stall.py, 2a.)
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
+            stall.wait_end()
             c = self.cluster
             spec = c.inter if remote else c.intra
             p = comm.Get_size()

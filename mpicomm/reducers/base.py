@@ -314,7 +314,7 @@ class Reducer:
         """Return the plan for ``buf``'s layout when the hot path may take this call (a 1-D,
         C-contiguous, writable NumPy array of a planned (length, dtype, op), no --nvtx), else
         None; keep it as its length's entry of the identity cache (_hot)."""
-        if type(buf) is not np.ndarray or buf.ndim != 1 or (
+        if type(buf) is not np.ndarray or buf.ndim != 1 or type(op) is not str or (
                 nvtx._nvtx is not None or not (flags := buf.flags).c_contiguous
                 or not flags.writeable):
             return None
@@ -366,9 +366,10 @@ class Reducer:
             check_buffer(buf, self.name)  # raises with the reason, or it is fine after all
             on_host = not is_device_array(buf)
             code = DTYPE_CODES[buf.dtype]
-        opcode = OPS.get(op)
+        opcode = OPS.get(op) if type(op) is str else None  # MPI.SUM is not hashable
         if opcode is None:
-            raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
+            raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: "
+                             f"{', '.join(map(repr, OPS))} (strings, not MPI.Op objects)")
         flat = buf if buf.ndim == 1 else flat_view(buf)
         self.p2p.footprint = flat.nbytes  # the virtual clock's cache model
         layout = (flat.size, code, opcode)
