@@ -7,7 +7,7 @@ tree, hierarchical, ps S=1 and ps S=8 (and native: MPI's Allreduce as MPICH pick
 formula both use). Before, the clock gave each rank its own NIC and the
 predictor each node one, the predictor took NCCL's pipelined forms for mpicomm's reducers,
 and they disagreed by 0.16x-1.2x (hierarchical 0.53x, ps S=8 0.16x, ring --channels 4
-0.33x). The bench charges compute as ~nothing (``--compute-scale 1e-9``): the comparison
+0.33x). The bench charges compute as ~nothing (``--compute-scale 1e-6``): the comparison
 is of the communication model (the adds are the device model's to charge).
 """
 
@@ -28,7 +28,7 @@ GROUPS = [{"ring": [], "tree": [], "hierarchical": [], "ps": ["--servers", "1"],
 
 def _bench(tmp_path, strategies: str, opts: list[str], nics: list[str]) -> dict:
     out = tmp_path / "b.json"
-    res = run_mpi(8, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-9",
+    res = run_mpi(8, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-6",
                       *FLAGS, *nics, "-b", str(N), "-e", str(N), "-n", "2", "-w", "1", "-c", "1",
                       "--strategies", strategies, *opts, "--json", str(out)], timeout=300)
     assert res.returncode == 0, res.tail()

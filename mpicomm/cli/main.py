@@ -318,16 +318,20 @@ def _check_links_reach(args: argparse.Namespace) -> None:
 
     k = resolve_ranks_per_node(getattr(args, "ranks_per_node", None))
     size, fixed = MPI.COMM_WORLD.Get_size(), args._command in NODE_COMMANDS
-    if k is not None and fixed and k > size:
+    given = getattr(args, GIVEN, frozenset())  # --profile's own fields are not the user's flags
+    def mine(name: str):  # noqa: E306 - the value of a flag the user gave, else None
+        return getattr(args, name, None) if getattr(args, "profile", None) is None or \
+            name in given else None
+    if k is not None and fixed and k > size and mine("ranks_per_node") is not None:
         raise ConfigError(f"--ranks-per-node {k}: this job has {size} rank(s), so they all share "
                           f"one node, as without the flag; give --ranks-per-node {size} or less")
-    nics = getattr(args, "nics_per_node", None)
-    if args.inter_link is None and args.intra_link is None and nics is None:
+    nics, inter, intra = mine("nics_per_node"), mine("inter_link"), mine("intra_link")
+    if inter is None and intra is None and nics is None:
         return
     if k is not None and not fixed:
         return
     node_of = node_map(MPI.COMM_WORLD) if k is None else [r // k for r in range(size)]
-    why = unreached_link(node_of, args.inter_link, args.intra_link, nics)
+    why = unreached_link(node_of, inter, intra, nics)
     if why is not None:
         raise ConfigError(why)
 
