@@ -1,6 +1,6 @@
 """The virtual clock: messages timed by the link model, exactly and the same on every run.
 
-Compute is scaled to ~nothing (``compute_scale=1e-9``) so a rank's virtual time
+Compute is scaled to ~nothing (``compute_scale=1e-6``) so a rank's virtual time
 is the model's alone: a 2-rank exchange takes α + n·β, a server's incast queues
 at its receive side (linear in the number of senders), and a reducer's call
 takes its α-β formula — whatever the load on the host.
@@ -107,7 +107,7 @@ x = rng.standard_normal(n)
 want = np.zeros(n)
 for r in range(p):
     want += np.random.default_rng(7 + r).standard_normal(n)
-r = mpicomm.make_reducer(strategy, comm=comm, clock="virtual", compute_scale=1e-9,
+r = mpicomm.make_reducer(strategy, comm=comm, clock="virtual", compute_scale=1e-6,
                          ranks_per_node=rpn, inter_link="20us,1GB/s", intra_link="2us,10GB/s",
                          **kw)
 times = []
@@ -147,10 +147,11 @@ def test_reducers_exact_and_deterministic_under_the_virtual_clock(strategy, rpn,
     for a, b in zip(sorted(res.records, key=lambda r: r["rank"]),
                     sorted(again.records, key=lambda r: r["rank"]), strict=True):
         assert a["ok"] and b["ok"] and a["name"] == "virtual" and a["after"] == "wall"
-        # compute is charged ~nothing (x 1e-9): the same time to a nanosecond. (auto's
-        # crossover, once measured on the host, picked the ring at 3 ranks in some runs and
-        # recursive doubling in others: 112.064 against 112.144 us)
-        assert a["times"][1] == pytest.approx(b["times"][1], rel=1e-9, abs=1e-9)
+        # compute is charged ~nothing (x 1e-6, the scale's lower bound): the same time to
+        # 10 ns, 10 ms of this host's CPU time. (auto's crossover, once measured on the host,
+        # picked the ring at 3 ranks in some runs and recursive doubling in others: 112.064
+        # against 112.144 us)
+        assert a["times"][1] == pytest.approx(b["times"][1], rel=1e-9, abs=1e-8)
 
 
 RING_FORMULA = """
@@ -164,7 +165,7 @@ from mpicomm.core import clock
 comm = MPI.COMM_WORLD
 p = comm.Get_size()
 n = int(sys.argv[1])
-r = mpicomm.make_reducer("ring", comm=comm, clock="virtual", compute_scale=1e-9,
+r = mpicomm.make_reducer("ring", comm=comm, clock="virtual", compute_scale=1e-6,
                          ranks_per_node=1, inter_link="20us,1GB/s", validate=False)
 y = np.ones(n // 4, np.float32)
 r.allreduce(y)
@@ -405,8 +406,9 @@ COMPARE = ["-m", "mpicomm", "compare", "--clock", "virtual", "--strategies", "ri
 @pytest.mark.slow
 def test_the_same_virtual_compare_twice_gives_the_same_step_times(tmp_path):
     """Issue 18's determinism target, for what the clock itself decides: with the compute
-    charged ~nothing (``--compute-scale 1e-9``), two runs of the README job's model at once
-    (8 ranks on the host's cores, each loading the other) give the same step times to 1e-6:
+    charged ~nothing (``--compute-scale 1e-6``, its lower bound), two runs of the README job's
+    model at once (8 ranks on the host's cores, each loading the other) give the same step
+    times to 1e-5 (the CPU time left at that scale: ~5 ns of a 2.4 ms step):
     every message's time, every queue and every order of arrival is virtual.
 
     At the default scale the compute is the host's CPU time (least per segment), which a busy
@@ -415,7 +417,7 @@ def test_the_same_virtual_compare_twice_gives_the_same_step_times(tmp_path):
     command, not a test: a timed assertion would test the host."""
     def one(k: int) -> dict:
         out = tmp_path / f"c{k}.json"
-        res = run_mpi(4, [*COMPARE, "--compute-scale", "1e-9", "--json", str(out)], timeout=600)
+        res = run_mpi(4, [*COMPARE, "--compute-scale", "1e-6", "--json", str(out)], timeout=600)
         assert res.returncode == 0, res.tail()
         doc = json.loads(out.read_text())
         return {r["strategy"]: r["step_time_mean_s"] for r in doc["results"]}
@@ -424,7 +426,7 @@ def test_the_same_virtual_compare_twice_gives_the_same_step_times(tmp_path):
         steps = list(pool.map(one, range(2)))
     for name in ("ring", "ps"):
         assert steps[0][name] > 1e-3, (name, steps)  # the links' time: 2.4 and 6.4 ms a step
-        assert steps[1][name] == pytest.approx(steps[0][name], rel=1e-6), (name, steps)
+        assert steps[1][name] == pytest.approx(steps[0][name], rel=1e-5), (name, steps)
 
 
 AUTO_CROSSOVER = """
@@ -433,7 +435,7 @@ from mpi_harness import report
 import mpicomm
 from mpicomm.costmodel.formulas import ring_time, recursive_doubling_time
 
-r = mpicomm.make_reducer("auto", clock="virtual", compute_scale=1e-9, ranks_per_node=1,
+r = mpicomm.make_reducer("auto", clock="virtual", compute_scale=1e-6, ranks_per_node=1,
                          inter_link="20us,1GB/s")
 p, a, b = r.size, 20e-6, 1e-9
 first = next(n for n in (1 << k for k in range(3, 31))
