@@ -258,7 +258,15 @@ def _apply_profile(args: argparse.Namespace) -> None:
             continue  # a command without the device model's flag
         elif getattr(args, key, None) is not None:
             continue
+        elif key in ("ranks_per_node", "nics_per_node"):  # a job smaller than one node of it:
+            value = min(value, _world_size())  # its ranks share one partial node
         setattr(args, key, value)
+
+
+def _world_size() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_size()
 
 
 def _print_cluster(args: argparse.Namespace) -> None:
