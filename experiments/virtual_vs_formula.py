@@ -2,7 +2,7 @@
 
 For p ranks on 2 nodes (p/2 ranks per node, ``--inter-link 20us,1GB/s`` between nodes, the
 virtual clock's default intra-node link inside) at 16 MiB, each strategy runs under
-``bench --clock virtual --compute-scale 1e-9`` (compute charged as ~nothing, so the time is
+``bench --clock virtual --compute-scale 1e-6`` (compute charged as ~nothing, so the time is
 the link model's alone) and is set beside ``costmodel.cluster_predict.cluster_time`` on
 ``costmodel.profiles.build_cluster`` of the same flags — the cluster the virtual clock
 charges (γ = 0).
@@ -43,7 +43,7 @@ def cases(p: int) -> list[tuple[str, str, dict]]:
 def bench_argv(p: int, strategy: str, opts: dict, nbytes: int, out: str,
                nics: int | None = None) -> list[str]:
     """Arguments after ``python`` of the virtual-clock bench of one case (JSON to ``out``)."""
-    return ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-9",
+    return ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-6",
             "--ranks-per-node", str(p // 2), "--inter-link", INTER, "-b", str(nbytes),
             "-e", str(nbytes), "-n", "2", "-w", "1", "-c", "1", "--rounds", "1",
             "--strategies", strategy, *[f"--{k}={v}" for k, v in opts.items()], "--json", out,

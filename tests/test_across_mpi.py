@@ -41,7 +41,7 @@ from mpicomm.p2p import virtual
 
 times = {}
 for name, opts in json.loads(sys.argv[1]):
-    r = mpicomm.make_reducer(name, clock="virtual", compute_scale=1e-9, ranks_per_node=2,
+    r = mpicomm.make_reducer(name, clock="virtual", compute_scale=1e-6, ranks_per_node=2,
                              inter_link="20us,1GB/s", **opts)
     for nbytes in (4096, 1 << 20):
         buf = np.ones(nbytes // 4, np.float32)

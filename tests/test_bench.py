@@ -374,7 +374,7 @@ def test_model_predicts_the_tree_and_channels_the_virtual_clock_runs():
 @pytest.mark.slow
 def test_model_under_the_virtual_clock_predicts_channels_and_tree_within_25_percent(tmp_path):
     out = tmp_path / "m.json"
-    res = run_mpi(4, ["-m", "mpicomm", "model", "--clock", "virtual", "--compute-scale", "1e-9",
+    res = run_mpi(4, ["-m", "mpicomm", "model", "--clock", "virtual", "--compute-scale", "1e-6",
                       "--ranks-per-node", "2", "--inter-link", "20us,1GB/s", "--strategies",
                       "ring,tree", "--channels", "2", "-b", "4M", "-e", "4M", "-n", "2",
                       "--json", str(out)], timeout=300)

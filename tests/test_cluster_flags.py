@@ -28,16 +28,24 @@ def _predict_line(*flags: str) -> str:
     return "# " + _source(parser.parse_args(["--predict", *flags]))[0].line()
 
 
-def _run_args(*flags: str):
-    """A bench command line as `python -m mpicomm` parses it, with --profile applied."""
-    from mpicomm.cli.main import _apply_profile, build_parser
+def _run_args(*flags: str, ranks: int = 8):
+    """A bench command line as `python -m mpicomm` parses it, with --profile applied for a
+    job of ``ranks`` ranks (no MPI started here)."""
+    import importlib
+
     from mpicomm.core.flags import GIVEN, given_dests
 
-    parser = build_parser()
+    main = importlib.import_module("mpicomm.cli.main")
+
+    parser = main.build_parser()
     argv = ["bench", *flags]
     args = parser.parse_args(argv)
     setattr(args, GIVEN, given_dests(parser, argv))
-    _apply_profile(args)
+    world, main._world_size = main._world_size, lambda: ranks
+    try:
+        main._apply_profile(args)
+    finally:
+        main._world_size = world
     return args
 
 
@@ -84,20 +92,25 @@ def test_a_profile_on_bench_prints_the_predictors_cluster_line_and_flags_overrid
     done = _mpicomm("bench", "--profile", PROFILE, "-b", "8", "-e", "8", "-n", "1", "-w", "0",
                     "--strategies", "ring")
     assert done.returncode == 0, done.stderr
-    first = done.stdout.splitlines()[0]
-    assert first == _predict_line("--profile", PROFILE)
-    assert f"cluster {PROFILE}: 8 ranks/node, 8 NIC(s)/node" in first
+    first = done.stdout.splitlines()[0]  # one rank: one partial node of the profile's
+    assert first == _predict_line("--profile", PROFILE, "--ranks-per-node", "1",
+                                  "--nics-per-node", "1")
+    assert f"cluster {PROFILE}: 1 ranks/node, 1 NIC(s)/node" in first
     assert '"channels": 8' in done.stdout  # the ring's default on 8 NICs: one channel per NIC
+    assert "# " + cluster_of(_run_args("--profile", PROFILE), 8).line() == _predict_line(
+        "--profile", PROFILE)  # 8 ranks: the profile's node, the line model --predict prints
     args = _run_args("--profile", PROFILE, "--inter-link", "5us,10GB/s")
     line = "# " + cluster_of(args, 8).line()
     assert line == _predict_line("--profile", PROFILE, "--inter-link", "5us,10GB/s")
     assert "inter 5us,10GB/s" in line and "inter 2.7us" not in line
-    assert line.replace("inter 5us,10GB/s", "") == first.replace(
+    assert line.replace("inter 5us,10GB/s", "") == _predict_line("--profile", PROFILE).replace(
         "inter 2.7us,50GB/s x0.94", "")  # every other field the profile's
     assert args.nics_per_node == 8 and args.ranks_per_node == 8
     assert _run_args("--profile", PROFILE, "--nics-per-node", "2").nics_per_node == 2
     assert _run_args("--profile", PROFILE, "--channels", "1").channels == 1  # given: kept
     assert _run_args("--profile", PROFILE, "--strategies", "ps").channels == 1  # no ring
+    small = _run_args("--profile", PROFILE, ranks=2)  # a job smaller than one of its nodes
+    assert (small.ranks_per_node, small.nics_per_node) == (2, 2)
 
 
 def test_the_default_ring_on_a_multi_nic_profile_uses_every_nic():

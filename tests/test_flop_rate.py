@@ -31,7 +31,7 @@ def _train(tmp_path, name, *flags):
 @pytest.mark.slow  # two training runs (the default tier's time budget, docs/testing.md)
 def test_compute_is_the_models_flops_at_the_rate_and_repeats_exactly(tmp_path):
     rate = 1e10
-    runs = [_train(tmp_path, f"r{i}", "--flop-rate", str(rate), "--compute-scale", "1e-9")
+    runs = [_train(tmp_path, f"r{i}", "--flop-rate", str(rate), "--compute-scale", "1e-6")
             for i in range(2)]
     want = _flops(LAYERS, BATCH) / rate  # 1.52 ms a step
     for r in runs:

@@ -30,7 +30,7 @@ import sys
 
 from mpicomm.bench.profiles import MEASURED, calibrate, measured_params
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import add_cluster_flags
+from mpicomm.core.flags import add_cluster_flags, is_given
 from mpicomm.core.links import Link, parse_link
 from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
@@ -110,6 +110,13 @@ def default_variants() -> list[Variant]:
     ]
 
 
+def _given_channels(args: argparse.Namespace) -> int | None:
+    """``--channels`` when the command line gives it; None: the cluster's default ring (one
+    channel per NIC on a profile, one on link flags)."""
+    value = getattr(args, "channels", None)
+    return value if is_given(args, "channels", value not in (None, 1)) else None
+
+
 def _chosen_variants(args: argparse.Namespace) -> list[Variant]:
     if not getattr(args, "strategies", None):
         return default_variants()
@@ -121,7 +128,7 @@ def _chosen_variants(args: argparse.Namespace) -> list[Variant]:
         raise ConfigError(f"unknown strategy {', '.join(map(repr, bad)) or '(none)'}; valid "
                           f"strategies: {', '.join(strategies())}")
     opts = {"servers": args.servers, "dedicated": args.dedicated, "variant": args.variant,
-            "channels": getattr(args, "channels", None)}
+            "channels": _given_channels(args)}
     return [Variant(n, n, opts, not (n == "ring" or (n == "ps" and args.servers == 1)
                                      or (n == "hierarchical" and args.variant == "leader")))
             for n in names]
@@ -280,7 +287,7 @@ def _source(args: argparse.Namespace) -> tuple[Cluster | ModelParams, str]:
             raise ConfigError(f"--gamma-rate {args.gamma_rate!r}: expected an add rate > 0 "
                               "such as 1000GB/s or 50GB/s") from None
     rpn = args.ranks_per_node or (None if name else (8 if intra else 1))
-    channels = getattr(args, "channels", None) if getattr(args, "strategies", None) else None
+    channels = _given_channels(args) if getattr(args, "strategies", None) else None
     prof = build_cluster(name, ranks_per_node=rpn, inter=inter, intra=intra,
                          nics_per_node=args.nics_per_node, gamma_s_per_byte=gamma,
                          channels=None if channels in (None, 1) else channels)

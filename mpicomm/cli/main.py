@@ -258,7 +258,15 @@ def _apply_profile(args: argparse.Namespace) -> None:
             continue  # a command without the device model's flag
         elif getattr(args, key, None) is not None:
             continue
+        elif key in ("ranks_per_node", "nics_per_node"):  # a job smaller than one node of it:
+            value = min(value, _world_size())  # its ranks share one partial node
         setattr(args, key, value)
+
+
+def _world_size() -> int:
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Get_size()
 
 
 def _print_cluster(args: argparse.Namespace) -> None:
@@ -319,16 +327,20 @@ def _check_links_reach(args: argparse.Namespace) -> None:
     k = resolve_ranks_per_node(getattr(args, "ranks_per_node", None))
     size, fixed = MPI.COMM_WORLD.Get_size(), args._command in NODE_COMMANDS
     profiled = getattr(args, "profile", None) is not None  # a modelled cluster's node size
-    if k is not None and fixed and k > size and not profiled:
+    given = getattr(args, GIVEN, frozenset())  # --profile's own fields are not the user's flags
+    def mine(name: str):  # noqa: E306 - the value of a flag the user gave, else None
+        return getattr(args, name, None) if getattr(args, "profile", None) is None or \
+            name in given else None
+    if k is not None and fixed and k > size and mine("ranks_per_node") is not None:
         raise ConfigError(f"--ranks-per-node {k}: this job has {size} rank(s), so they all share "
                           f"one node, as without the flag; give --ranks-per-node {size} or less")
-    nics = getattr(args, "nics_per_node", None)
-    if args.inter_link is None and args.intra_link is None and nics is None:
+    nics, inter, intra = mine("nics_per_node"), mine("inter_link"), mine("intra_link")
+    if inter is None and intra is None and nics is None:
         return
     if k is not None and (not fixed or profiled):  # a profile's nodes: the cluster's own
         return
     node_of = node_map(MPI.COMM_WORLD) if k is None else [r // k for r in range(size)]
-    why = unreached_link(node_of, args.inter_link, args.intra_link, nics)
+    why = unreached_link(node_of, inter, intra, nics)
     if why is not None:
         raise ConfigError(why)
 

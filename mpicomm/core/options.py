@@ -163,10 +163,12 @@ class ReducerOptions(ReducerFields):
             says; ``mpicomm.reducers.multiring``); 1 (default) is the plain ring.
             At most ``MAX_CHANNELS``; no compressed variant (K > 1 with
             ``compress`` is refused).
-        clock: ``"virtual"`` installs the virtual clock for this process when the
-            reducer is built (``mpicomm.p2p.virtual``: compute = thread CPU time x
-            ``compute_scale``, messages by the link model of ``inter_link`` /
-            ``intra_link``); ``"wall"`` or None (default) leaves the process's clock.
+        clock: ``"virtual"`` holds the virtual clock while the reducer lives (installed
+            if none runs, taken down when its last holder closes; ``mpicomm.p2p``:
+            compute = thread CPU time x ``compute_scale``, messages by the reducer's own
+            ``Cluster`` of ``inter_link`` / ``intra_link`` / ``nics_per_node``);
+            ``"wall"`` is refused while a virtual clock runs; None (default) leaves the
+            process's clock.
         compute_scale: virtual clock: multiplies the compute's CPU time (> 0).
         links_from: virtual clock: a ``mpicomm model --json`` file (or ``"this-machine"``)
             whose measured one-way times per size and reduction γ charge the link

@@ -25,7 +25,7 @@ with contiguous buffers (NumPy, or CuPy for CUDA-aware MPI). The transport:
    no emulation code on its path at all;
 5. under the virtual clock (``mpicomm.p2p.virtual.install``) is a
    ``VirtualTransport``: every message carries its sender's virtual time and a
-   link model gives its arrival (``mpicomm.p2p.virtual``).
+   transport's ``Cluster`` gives its arrival (``mpicomm.p2p.virtual``).
 
 MPI calls a strategy makes outside the transport go through ``recv_any``
 (a receive from any source) and ``collective`` (an MPI collective), so the

@@ -239,7 +239,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         ends first: equal messages all end at start + k·m·β. Each stamp carries the
         message's (start, end): the bytes flow between them. When the rank also receives
         on the class in the same wait (``receiving``: a ``sendrecv``, an exchange step),
-        a message holds the queue for the link's exchange time (``LinkModel.wire``)."""
+        a message holds the queue for the link's exchange time (``_wire``)."""
         for c in (0, 1):
             batch = [m for m in sends if (1 if self.remote[m.peer] else 0) == c]
             if not batch:

@@ -54,13 +54,15 @@ class ParallelGroup:
         self.parts, self.replicas = parts, size // parts
         self.part, self.replica = rank % parts, rank // parts
         opts = ReducerOptions(**{k: v for k, v in options.items()
-                                 if k in ("ranks_per_node", "inter_link", "intra_link")})
+                                 if k in ("ranks_per_node", "inter_link", "intra_link",
+                                          "nics_per_node", "links_from")})
         nodes = node_map(comm, opts.ranks_per_node)                                     # 1.
         self.comm = comm.Split(self.replica, self.part)                                 # 2.
         mine = [nodes[self.replica * parts + j] for j in range(parts)]
         self.counts = Traffic()
         self.p2p = make_transport(self.comm, mine, self.counts, opts.inter_link,
-                                  opts.intra_link)
+                                  opts.intra_link, nics_per_node=opts.nics_per_node,
+                                  links_from=opts.links_from)  # the virtual clock's cluster
         self._dp = comm.Split(self.part, self.replica)                                  # 3.
         if resolve_ranks_per_node(opts.ranks_per_node) is not None:  # simulated nodes
             options = {**options, "ranks_per_node": replica_nodes(nodes, parts, self.part)}

@@ -41,18 +41,21 @@ class PSGroup:
         label: the strategy's name in records and stall reports (``ps:async``).
         ranks_per_node: node size for the node map (None: ask MPI).
         inter_link, intra_link: ``LinkSpec`` of emulated links (None: real).
+        nics_per_node, links_from: the virtual clock's cluster (as a reducer's options).
         codec: encode pushes and pulls with it (None: plain floats).
     """
 
     def __init__(self, comm: Any, *, servers: int, num_params: int, label: str,
                  ranks_per_node: int | None = None, inter_link: Any = None,
-                 intra_link: Any = None, codec: Any = None) -> None:
+                 intra_link: Any = None, codec: Any = None, nics_per_node: int | None = None,
+                 links_from: str | None = None) -> None:
         self.layout = layout(comm.Get_size(), servers, num_params)          # 1.
         self.label, self.codec = label, codec
         self.comm = comm.Dup()                                              # 2.
         self.stats = ReduceStats()
         self.p2p = make_transport(self.comm, node_map(self.comm, ranks_per_node), self.stats,
-                                  inter_link, intra_link)
+                                  inter_link, intra_link, nics_per_node=nics_per_node,
+                                  links_from=links_from)
         self.p2p.cross_at_once(1 if servers == 1 else self.comm.Get_size())  # --nics-per-node
         rank, workers = self.comm.Get_rank(), self.layout.workers
         self.num_workers = len(workers)

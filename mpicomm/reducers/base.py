@@ -186,10 +186,10 @@ class Reducer:
             self.comm = base.Dup()
             self.stats = ReduceStats()
             nodes = node_map(self.comm, options.ranks_per_node)
-            # native's MPI collective is not emulated on the wall clock, but the virtual clock
-            # charges it on the modelled links like every strategy (compare's model column)
-            modelled = self.can_emulate or clock.virtual() is not None
-            links = (options.inter_link, options.intra_link) if modelled else (None, None)
+            # the virtual clock charges every strategy on the run's cluster (native's MPI
+            # collective too); under the wall clock only the hand-written ones are emulated
+            charged = self.can_emulate or clock.virtual() is not None
+            links = (options.inter_link, options.intra_link) if charged else (None, None)
             transport = make_transport(self.comm, nodes, self.stats, *links,
                                        nics_per_node=options.nics_per_node,
                                        links_from=options.links_from)

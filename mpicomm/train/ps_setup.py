@@ -64,7 +64,8 @@ def make_ps_group(cfg: TrainConfig, comm: Any) -> PSGroup:
                           intra_link=cfg.intra_link)  # MPICOMM_*_LINK as for a reducer
     return PSGroup(comm, servers=cfg.servers, num_params=num_params(cfg.layers),
                    label=f"ps:{cfg.ps_mode}", ranks_per_node=opts.ranks_per_node,
-                   inter_link=opts.inter_link, intra_link=opts.intra_link, codec=codec)
+                   inter_link=opts.inter_link, intra_link=opts.intra_link, codec=codec,
+                   nics_per_node=cfg.nics_per_node, links_from=cfg.links_from)
 
 
 def make_ps_engine(cfg: TrainConfig, group: PSGroup, model: Any) -> PSEngine | None:

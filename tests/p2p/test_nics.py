@@ -23,7 +23,7 @@ from mpicomm.costmodel.profiles import build_cluster
 strategy, nics, servers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 nics = None if nics == "none" else int(nics)
 p, n = MPI.COMM_WORLD.Get_size(), 1 << 20
-opts = dict(ranks_per_node=p // 2, inter_link="20us,1GB/s", clock="virtual", compute_scale=1e-9,
+opts = dict(ranks_per_node=p // 2, inter_link="20us,1GB/s", clock="virtual", compute_scale=1e-6,
             nics_per_node=nics, servers=servers)
 with mpicomm.make_reducer(strategy, **opts) as r:
     x = np.random.default_rng(MPI.COMM_WORLD.Get_rank()).random(n // 4, dtype=np.float32)

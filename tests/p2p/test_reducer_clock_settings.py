@@ -23,7 +23,7 @@ from mpicomm.core.errors import ConfigError
 
 comm = MPI.COMM_WORLD
 fresh = sys.argv[1] == "fresh"
-base = dict(clock="virtual", compute_scale=1e-9, ranks_per_node=2)
+base = dict(clock="virtual", compute_scale=1e-6, ranks_per_node=2)
 x = np.ones(1 << 16)  # 512 KiB
 
 
@@ -66,9 +66,10 @@ def _run(mode: str) -> dict:
 
 def test_one_reducers_links_nics_and_clock_do_not_reach_the_next():
     fresh, after = _run("fresh"), _run("after")
-    # failed before: 62.9 ms against 0.63 ms (the ring), 6.41 against 3.27 ms (ps, NICs)
-    assert after["ring_s"] == pytest.approx(fresh["ring_s"], rel=1e-9)
-    assert after["ps_s"] == pytest.approx(fresh["ps_s"], rel=1e-9)
+    # failed before: 62.9 ms against 0.63 ms (the ring), 6.41 against 3.27 ms (ps, NICs);
+    # 1e-3: the CPU time left at --compute-scale 1e-6 (its lower bound) moves the last digits
+    assert after["ring_s"] == pytest.approx(fresh["ring_s"], rel=1e-3)
+    assert after["ps_s"] == pytest.approx(fresh["ps_s"], rel=1e-3)
     assert after["ring_links"] == fresh["ring_links"] and "200us" not in after["ring_links"]
     for rec in (fresh, after):
         assert "clock='wall'" in rec["refused"]  # refused while a virtual reducer is open

@@ -162,7 +162,7 @@ def test_tree_virtual_run_matches_its_formula_on_one_link(tmp_path):
     ``tree_allreduce_time`` (it took 3.75x when each rank waited for one tree, then the other)."""
     out = tmp_path / "b.json"
     link = "20us,1GB/s"
-    res = run_mpi(8, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-9",
+    res = run_mpi(8, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-6",
                       "--ranks-per-node", "16", "--intra-link", link, "--inter-link", link,
                       "--strategies", "tree", "-b", "16M", "-e", "16M", "-n", "2", "-w", "1",
                       "-c", "1", "--rounds", "1", "--json", str(out)], timeout=300)
