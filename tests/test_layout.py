@@ -126,8 +126,9 @@ def test_message_tags_are_distinct():
 
 def test_experiments_hold_only_what_a_command_runs():
     """experiments/ is the pipeline: each script is run by run_all.sh (or another of its
-    shell scripts) or a command named in the README, a docs page or a test; one-off investigations live in docs/investigations/,
-    each named by the page whose paragraph it backs (two were named nowhere)."""
+    shell scripts) or a command named in the README, a docs page or a test; one-off
+    investigations live in docs/investigations/, each named by the page whose paragraph it
+    backs (two were named nowhere)."""
     docs = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
     users = "\n".join([docs, (ROOT / "README.md").read_text(),
                        *(p.read_text() for p in (ROOT / "experiments").glob("*.sh")),
