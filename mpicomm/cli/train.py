@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+from mpicomm.core.flags import add_cluster_flags
 from mpicomm.core.topology import Topology
 from mpicomm.train import loop, metrics
 from mpicomm.train.checks import check
@@ -29,6 +30,7 @@ USES_MPI = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """One flag per ``TrainConfig`` field (reducer options included)."""
     _config_arguments(p)
+    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
 
 
 def run(args: argparse.Namespace) -> int:
