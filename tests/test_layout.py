@@ -148,3 +148,13 @@ def test_experiments_hold_only_what_a_command_runs():
     assert [p.name for p in scripts if f"experiments/{p.name}" not in users] == []
     investigations = (ROOT / "docs" / "investigations").glob("*.py")
     assert [p.name for p in investigations if f"docs/investigations/{p.name}" not in docs] == []
+
+
+def test_each_test_folder_matches_a_package_folder():
+    """tests/ mirrors mpicomm/: a test folder is named after the subpackage it tests (beside the
+    harness's own: rank scripts, stand-in packages, the real-hosts tier)."""
+    own = {"scripts", "fake_cupy", "fake_nvtx", "multihost", "torch_adapter", "__pycache__"}
+    subpackages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()} - own
+    assert sorted(folders - subpackages) == []
+    assert {"train", "nn", "parallel", "engine", "cli", "core", "bench"} <= folders
