@@ -133,3 +133,28 @@ def test_message_tags_are_distinct():
     for base, width in tags.RANGES.items():
         lo, hi = tags.TAGS[base], tags.TAGS[base] + width
         assert not [n for n, v in tags.TAGS.items() if n != base and lo <= v < hi]
+
+
+def test_experiments_hold_only_what_a_command_runs():
+    """experiments/ is the pipeline: each script is run by run_all.sh (or another of its
+    shell scripts) or a command named in the README, a docs page or a test; one-off
+    investigations live in docs/investigations/, each named by the page whose paragraph it
+    backs (two were named nowhere)."""
+    docs = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
+    users = "\n".join([docs, (ROOT / "README.md").read_text(),
+                       *(p.read_text() for p in (ROOT / "experiments").glob("*.sh")),
+                       *(p.read_text() for p in (ROOT / "tests").rglob("*.py"))])
+    scripts = [p for p in (ROOT / "experiments").iterdir() if p.suffix in (".py", ".sh")]
+    assert [p.name for p in scripts if f"experiments/{p.name}" not in users] == []
+    investigations = (ROOT / "docs" / "investigations").glob("*.py")
+    assert [p.name for p in investigations if f"docs/investigations/{p.name}" not in docs] == []
+
+
+def test_each_test_folder_matches_a_package_folder():
+    """tests/ mirrors mpicomm/: a test folder is named after the subpackage it tests (beside the
+    harness's own: rank scripts, stand-in packages, the real-hosts tier)."""
+    own = {"scripts", "fake_cupy", "fake_nvtx", "multihost", "torch_adapter", "__pycache__"}
+    subpackages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()} - own
+    assert sorted(folders - subpackages) == []
+    assert {"train", "nn", "parallel", "engine", "cli", "core", "bench"} <= folders

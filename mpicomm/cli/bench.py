@@ -46,12 +46,7 @@ def run(args: argparse.Namespace) -> int:
     # parsed once (bad values: one line, before the header); the typed record goes down
     opts = ReducerOptions.from_kwargs("bench", **options)
     options["compress"] = opts.compress
-    try:  # a codec a strategy cannot run: one line, before the header (same on every rank)
-        for name in names:
-            check_request(name, **options)
-    except ConfigError as exc:
-        if world.Get_rank() == 0:
-            sys.stderr.write(f"mpicomm bench: error: {exc}\n")
+    if _refused(names, options, world.Get_rank()):
         return 2
     cfg = H.BenchConfig(sizes=tuple(H.size_list(args.minbytes, args.maxbytes, args.stepfactor)),
                         iters=args.iters, rounds=args.rounds, warmup=args.warmup_iters,
@@ -64,33 +59,13 @@ def run(args: argparse.Namespace) -> int:
     root = world.Get_rank() == 0
     sharing = H.cpu_sharing(world)
     if root:
-        print(f"# mpicomm bench: {world.Get_size()} ranks, {cfg.dtype} {cfg.op} on {cfg.device}, "
-              f"sizes {fmt_bytes(cfg.sizes[0])} .. {fmt_bytes(cfg.sizes[-1])} "
-              f"x{args.stepfactor:g}, iters {cfg.iters} x {cfg.rounds} rounds, warmup "
-              f"{cfg.warmup}, check {cfg.check}, thread level {level['provided']}")
-        print(f"# strategies: {', '.join(names)}; options: {json.dumps(jsonable(options))}")
-        note = H.emulation_note(options)
-        if note:
-            print(note)
-        print(H.LEGEND.replace("vs baseline:", f"vs baseline ({args.baseline}"
-                             f"{'' if args.baseline in names else ', not in this run: -'}):"))
-        if sharing:
-            print(f"# {sharing}")
-        if world.Get_size() == 1:
-            print(f"# {H.ONE_RANK_NOTE}")
-        print(H.HEADER, flush=True)
+        _header(args, cfg, names, options, level, sharing, world.Get_size())
     described: dict = {}
     rows = H.run_bench(names, options, cfg, args.baseline,
                        printer=lambda row: print(H.format_row(row), flush=True),
                        described=described, judge=sharing is None)
     if root:
-        for name in names:
-            mine = [r for r in rows if r["strategy"] == name]
-            if mine:
-                avg = sum(r["busbw_gbps"] for r in mine) / len(mine)
-                bad = sum(r["wrong"] for r in mine)
-                print(f"# {name:>18}: avg bus bandwidth {avg:8.3f} GB/s, "
-                      f"out of bounds values {bad} {'OK' if bad == 0 else 'FAILED'}")
+        _summary(rows, names)
     params = None
     if len(names) > 1 and world.Get_size() > 1 and len(cfg.sizes) > 1:
         from mpicomm.costmodel.calibrate import quick_params
@@ -115,3 +90,46 @@ def run(args: argparse.Namespace) -> int:
                 "cluster": H.cluster_record(args, world.Get_size())}
         H.write_records(rows, meta, args.json, args.csv)
     return 1 if any(r["wrong"] for r in rows) else 0
+
+
+def _header(args: argparse.Namespace, cfg: H.BenchConfig, names: list[str], options: dict,
+            level: dict, sharing: str | None, ranks: int) -> None:
+    """Rank 0: the sweep's settings, notes, legend and the table's header."""
+    print(f"# mpicomm bench: {ranks} ranks, {cfg.dtype} {cfg.op} on {cfg.device}, "
+          f"sizes {fmt_bytes(cfg.sizes[0])} .. {fmt_bytes(cfg.sizes[-1])} "
+          f"x{args.stepfactor:g}, iters {cfg.iters} x {cfg.rounds} rounds, warmup "
+          f"{cfg.warmup}, check {cfg.check}, thread level {level['provided']}")
+    print(f"# strategies: {', '.join(names)}; options: {json.dumps(jsonable(options))}")
+    note = H.emulation_note(options)
+    if note:
+        print(note)
+    print(H.LEGEND.replace("vs baseline:", f"vs baseline ({args.baseline}"
+                         f"{'' if args.baseline in names else ', not in this run: -'}):"))
+    if sharing:
+        print(f"# {sharing}")
+    if ranks == 1:
+        print(f"# {H.ONE_RANK_NOTE}")
+    print(H.HEADER, flush=True)
+
+
+def _summary(rows: list[dict], names: list[str]) -> None:
+    """Rank 0: each strategy's mean bus bandwidth and its out-of-bounds values."""
+    for name in names:
+        mine = [r for r in rows if r["strategy"] == name]
+        if mine:
+            avg = sum(r["busbw_gbps"] for r in mine) / len(mine)
+            bad = sum(r["wrong"] for r in mine)
+            print(f"# {name:>18}: avg bus bandwidth {avg:8.3f} GB/s, "
+                  f"out of bounds values {bad} {'OK' if bad == 0 else 'FAILED'}")
+
+
+def _refused(names: list[str], options: dict, rank: int) -> bool:
+    """A codec a strategy cannot run: one line, before the header (the same on every rank)."""
+    try:
+        for name in names:
+            check_request(name, **options)
+    except ConfigError as exc:
+        if rank == 0:
+            sys.stderr.write(f"mpicomm bench: error: {exc}\n")
+        return True
+    return False

@@ -201,21 +201,7 @@ def _validate(cfg: TrainConfig) -> None:
         object.__setattr__(cfg, "layers", parse_layers(cfg.layers))
     except ValueError as exc:
         bad(str(exc))
-    for name in ("batch_size", "steps", "train_samples", "test_samples", "eval_samples",
-                 "accumulate"):
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            bad(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-    for name in ("warmup_steps", "log_every", "checkpoint_every", "seed", "blas_threads"):
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            bad(f"--{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
-    if not (cfg.lr > 0 and np.isfinite(cfg.lr)):
-        bad(f"--lr must be a positive number, got {cfg.lr!r}")
-    if not 0 <= cfg.momentum < 1:
-        bad(f"--momentum must be in [0, 1), got {cfg.momentum!r}")
-    if not (cfg.weight_decay >= 0 and np.isfinite(cfg.weight_decay)):
-        bad(f"--weight-decay must be >= 0, got {cfg.weight_decay!r}")
+    _check_numbers(cfg, bad)
     if cfg.dtype not in ("float32", "float64"):
         bad(f"--dtype must be float32 or float64, got {cfg.dtype!r}")
     if cfg.device not in ("cpu", "gpu"):
@@ -260,6 +246,25 @@ def _validate(cfg: TrainConfig) -> None:
         nvtx.require()
     if cfg.tensorboard:
         tensorboard.require()
+
+
+def _check_numbers(cfg: TrainConfig, bad: Any) -> None:
+    """Counts, the learning rate, momentum and weight decay within their ranges."""
+    for name in ("batch_size", "steps", "train_samples", "test_samples", "eval_samples",
+                 "accumulate"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            bad(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    for name in ("warmup_steps", "log_every", "checkpoint_every", "seed", "blas_threads"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            bad(f"--{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
+    if not (cfg.lr > 0 and np.isfinite(cfg.lr)):
+        bad(f"--lr must be a positive number, got {cfg.lr!r}")
+    if not 0 <= cfg.momentum < 1:
+        bad(f"--momentum must be in [0, 1), got {cfg.momentum!r}")
+    if not (cfg.weight_decay >= 0 and np.isfinite(cfg.weight_decay)):
+        bad(f"--weight-decay must be >= 0, got {cfg.weight_decay!r}")
 
 
 def _hold_reducer_options(cfg: TrainConfig, links: dict[str, Any]) -> None:

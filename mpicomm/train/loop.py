@@ -1,28 +1,28 @@
-"""``python -m mpicomm train``: the one data-parallel SGD loop, identical for every strategy.
+"""The one SGD loop, identical for every strategy, engine and layout (``cli/train.py`` runs it).
 
-    mpiexec -n 4 python -m mpicomm train --strategy ring --steps 300 --json out.json
+``run_training(cfg, comm)`` is a short list of named steps, in pipeline order:
 
-``run_training`` is a short list of named steps, in pipeline order:
-
-1. config   flags → ``TrainConfig`` (``train.config``; frozen, checked on creation)
-2. world    the reducer (or, with ``--ps-mode``, the parameter-server group) decides
-            who trains (workers) and who only serves (servers)
-3. set-up   this worker's data shard, the ``MLP`` (flat params/grads), SGD momentum,
-            resume from ``--checkpoint``; a failure on any rank stops every rank
-4. engine   ``engine.GradEngine`` (buckets, overlap with backward, accumulation, the
-            loop's SGD) or ``engine.PSEngine`` (push, the servers' SGD, pull); a
-            parameter server gets its key range and optimizer here
+1. config   a checked ``TrainConfig`` (``train.config``, ``train.checks.check``), given
+2. world    the reducer, the parameter-server group (``--ps-mode``) or a split model's
+            replicas × parts (``--pipeline-stages``, ``--tensor-parallel``: the group's
+            reducer over the part's replicas) decides who trains and who only serves
+3. set-up   this worker's data shard, its model (the ``nn.MLP``, or a stage or shard of
+            it: ``parallel.parts``; flat params/grads either way), SGD momentum, resume
+            from ``--checkpoint`` (the whole model's); a failure on any rank stops all
+4. engine   an ``engine.Engine``: ``GradEngine`` (buckets, overlap with backward,
+            accumulation, the loop's SGD), ``PSEngine`` (push, the servers' SGD, pull) or
+            ``ZeroEngine``; a parameter server gets its key range and optimizer here
 5. loop     per step: K micro-batches forward+backward (buckets leave as they fill)
-            → each reduced bucket's SGD update → checkpoint; the same lines for both
-            engines (a PS engine yields no bucket: its servers applied the update);
+            → each reduced bucket's SGD update → checkpoint; the same lines for every
+            engine (PS and ZeRO yield no bucket: they applied the update);
             ``--overlap-forward``: the buckets the engine defers are applied by the next
             forward, each just before its first layer (``ForwardUpdates``)
-6. record   times and bytes over ranks, final loss/accuracy (``train.record``)
+6. record   times and bytes over ranks, final loss/accuracy (``train.record``), and a
+            split model's columns (``train.parallel_setup``)
 
 The loop never calls MPI: gradients meet in the reducer or the servers, through
 the engine, and the few cross-rank sums of the record go through ``train.metrics``.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -78,7 +78,8 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     Collective over ``comm`` (default ``MPI.COMM_WORLD``). Raises ``ConfigError``
     on every rank, before any message, for a flag the run cannot honour, and
     ``SetupError`` on every rank when data, model or checkpoint set-up fails on
-    any rank. ``keep``: a worker stores its final parameters under "params".
+    any rank. ``keep``: a worker stores its final parameters under "params" (the whole
+    model's, on the host; a split model's parts gather them: pass ``keep`` on every rank).
     """
     comm = metrics.world() if comm is None else comm
     flops.use(cfg.flop_rate)  # --flop-rate: refused under the wall clock, before any message

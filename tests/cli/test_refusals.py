@@ -18,7 +18,7 @@ from mpicomm.train.config import (
 )
 from mpicomm.train.data import DataError, Shard, check_rows_per_step
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("nranks, args, message", [

@@ -1,6 +1,6 @@
 """Profile one strategy's allreduce at a few sizes against native (2+ ranks).
 
-    mpiexec -n 2 python experiments/ring_profile.py ring 4K,16M,64M
+    mpiexec -n 2 python docs/investigations/ring_profile.py ring 4K,16M,64M
 
 Prints the median seconds per call of the slowest rank for the strategy, for
 native, and for a bare Sendrecv+np.add ring (the floor a Python ring can reach).

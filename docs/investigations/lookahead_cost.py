@@ -5,7 +5,7 @@ after a copy of the gradient into the server's buffer, standing in for the recei
 the default model's 399,370 float32 keys, the two taking turns, best of 5 x 200
 pushes. docs/ps.md quotes it:
 
-    python experiments/lookahead_cost.py
+    python docs/investigations/lookahead_cost.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How much a loaded host inflates CPU time: the spread of a fixed matmul loop's thread CPU time.
 
-    PYTHONPATH=$PWD python experiments/cpu_time_spread.py [REPEATS]
+    PYTHONPATH=$PWD python docs/investigations/cpu_time_spread.py [REPEATS]
 
 Each repeat runs 20 × (8 layers of tanh(64×512 @ 512×512 · 0.01)) on one BLAS thread and
 reads ``time.thread_time``. Prints the median, least and largest CPU time and median/least:

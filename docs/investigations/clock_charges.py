@@ -4,7 +4,7 @@ With links of (almost) zero time, a 2-rank virtual bench call's time is the comp
 the reducer's own CPU time per call (its Python, the transport's calls) — what issue 18's
 virtual-vs-wall target needs to be the wall clock's hot path, not the clock's own cost.
 
-    mpiexec -n 2 python experiments/clock_charges.py [--sizes 4096,65536] [--calls 200]
+    mpiexec -n 2 python docs/investigations/clock_charges.py [--sizes 4096,65536] [--calls 200]
 
 Prints per strategy and size: the median virtual µs per call (slowest rank) and the CPU-clock
 reads (``time.thread_time``) per call on rank 0.

@@ -10,9 +10,9 @@ in a real async run where workers take turns), then applied by the server rule:
 Same data, model, seed and shards as ``train``; no MPI. Prints held-out accuracy.
 docs/ps.md ("Why async needs look-ahead momentum") quotes its numbers:
 
-    python experiments/async_replay.py --lag 0 1 2 4
-    python experiments/async_replay.py --lag 2 --rule lookahead
-    python experiments/async_replay.py --lag 2 --lr 0.25 --momentum 0.5
+    python docs/investigations/async_replay.py --lag 0 1 2 4
+    python docs/investigations/async_replay.py --lag 2 --rule lookahead
+    python docs/investigations/async_replay.py --lag 2 --lr 0.25 --momentum 0.5
 """
 
 from __future__ import annotations

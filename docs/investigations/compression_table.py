@@ -1,6 +1,6 @@
 """Codec x strategy -> bytes/step, step time, held-out accuracy (docs/compression.md).
 
-    python experiments/compression_table.py --ranks 2 --strategies ring,ps,hierarchical \
+    python docs/investigations/compression_table.py --ranks 2 --strategies ring,ps,hierarchical \
         --codecs none,fp16,int8,topk:0.01,topk:0.01:noef [-- extra train flags]
 
 Runs ``python -m mpicomm train`` once per (strategy, codec), strategies taking

@@ -13,7 +13,7 @@ Per size, 2 ranks, median over repetitions, slowest rank (µs):
 - ``cold oneway``, ``cold x-chain``: the same with each message's bytes marching through
   128 MiB per buffer (4x this host's 32 MiB last-level cache): data from memory.
 
-    mpiexec -n 2 python experiments/exchange_vs_oneway.py     # ~5 s on 2 quiet cores
+    mpiexec -n 2 python docs/investigations/exchange_vs_oneway.py     # ~5 s on 2 quiet cores
 """
 
 import time

@@ -1,6 +1,6 @@
 """Cost of writing a buffer that another rank has just read through MPI (2 ranks).
 
-    mpiexec -n 2 python experiments/coherence.py 1 8      # sizes in MiB
+    mpiexec -n 2 python docs/investigations/coherence.py 1 8      # sizes in MiB
 
 Each step: both ranks ``Sendrecv`` a buffer (the peer reads it, CMA single copy),
 then time ``buf.fill`` twice. The first write must take the cache lines back
