@@ -213,6 +213,12 @@ def _install_clock(args: argparse.Namespace) -> None:
                                getattr(args, "flop_rate", None))
     if name == "virtual" and getattr(args, "device", "cpu") == "gpu":
         raise ConfigError(VIRTUAL_ON_GPU)
+    from mpicomm.costmodel import device
+    from mpicomm.costmodel.profiles import profile_device
+
+    device.install(getattr(args, "accelerator", None), getattr(args, "precision", "fp32"),
+                   getattr(args, "flop_rate", None),
+                   profile_device(getattr(args, "profile", None)))  # refused on the wall clock
 
 
 def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int:

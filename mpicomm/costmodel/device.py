@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["Device", "DEVICES", "PRECISIONS", "ITEMSIZE", "DEFAULT_ACCELERATOR", "HOST",
-           "device", "EFFICIENCY", "LAUNCH_S"]
+           "device", "install", "EFFICIENCY", "LAUNCH_S"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value takes at each precision
@@ -179,3 +179,23 @@ def device(name: str) -> Device:
     if key not in DEVICES:
         raise ConfigError(f"unknown accelerator {name!r}; valid: {', '.join(DEVICES)}")
     return DEVICES[key]
+
+
+def install(accelerator: str | None = None, precision: str = "fp32",
+            flop_rate: float | None = None, profile_device: str | None = None) -> Device | None:
+    """Install the compute model of this process (``core.flops.use``) and return its device.
+
+    ``accelerator`` (``--accelerator``) wins over ``profile_device`` (the ``--profile``'s);
+    without either the virtual clock models ``DEFAULT_ACCELERATOR``. Under the wall clock
+    nothing is modelled (None), and an ``--accelerator``, ``--precision`` other than fp32 or
+    ``--flop-rate`` is refused in one line (``ConfigError``), as are unknown names."""
+    from mpicomm.core import clock, flops
+
+    chosen = device(accelerator) if accelerator is not None else None
+    if clock.virtual() is None:
+        flops.use(chosen, precision, flop_rate)  # refuses what cannot take effect
+        return None
+    if chosen is None:
+        chosen = device(profile_device or DEFAULT_ACCELERATOR)
+    flops.use(chosen, precision, flop_rate)
+    return chosen

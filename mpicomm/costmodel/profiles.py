@@ -77,7 +77,7 @@ from mpicomm.costmodel.cluster import Cluster, Link
 
 __all__ = ["CLUSTERS", "cluster", "NVLINK_EFF", "IB_EFF", "NVLS_EFF", "ETH_EFF", "Protocol",
            "NCCL_PROTOCOLS", "TREE_CORRECTION", "nccl_protocols", "net_plugin_latency",
-           "net_overhead", "ll_max_busbw"]
+           "net_overhead", "ll_max_busbw", "DEVICE_OF", "profile_device"]
 
 _GB = 1e9
 NVLINK_EFF = 370 / 450  # S3
@@ -183,6 +183,18 @@ TREE_CORRECTION = {
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
                .8, .9, .9, .9),
 }
+
+
+# the accelerator each named cluster brings (costmodel.device; S1, S6, S7, S9, S13)
+DEVICE_OF = {"dgx-h100-ib400": "h100", "dgx-h100-ib200": "h100", "dgx-b200-ib400": None,
+             "gb200-nvl72": None, "dgx-a100-ib200": "a100", "gcp-a3-mega": "h100",
+             "aws-p5-efa": "h100", "summit-v100-edr": "v100", "ethernet-400g": "h100",
+             "ethernet-100g": None, "ethernet-25g": None}  # None: no device profile (yet)
+
+
+def profile_device(profile: str | None) -> str | None:
+    """The ``--accelerator`` a named cluster brings (``DEVICE_OF``); None for none or unknown."""
+    return DEVICE_OF.get(profile) if isinstance(profile, str) else None
 
 
 NET_PLUGIN_LATENCY = {"aws-p5-efa": _EFA_PLUGIN}  # S10; NCCL's own InfiniBand plugin: 0

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from mpicomm.core import clock, nvtx, trace
+from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine.async_reducer import AsyncReducer, Work
 from mpicomm.engine.buckets import Bucket, plan_buckets
@@ -117,8 +117,10 @@ class GradEngine:
                     t = trace.backward_layer(rec, i, t)
             if self._micro == 0:
                 self._acc[...] = self.grads
+                flops.charge(0, 2 * self.grads.size)
             else:
                 self._acc += self.grads
+                flops.add(self.grads.size)
             self._micro += 1
             return
         scale = 1.0 / (self._micro + 1)
@@ -127,6 +129,8 @@ class GradEngine:
                 g, acc = self._layers[i]
                 g += acc
                 g *= scale
+                flops.add(g.size)
+                flops.scale(g.size)
             if rec is not None:
                 t = trace.backward_layer(rec, i, t)
             if self._async is not None:

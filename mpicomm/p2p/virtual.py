@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core import clock, trace
+from mpicomm.core import clock, flops, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import LinkSpec, link_from_env, parse_link
@@ -413,7 +413,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         t0 = clk.enter(nbytes)
         reqs = [self.comm.Isend(buf, dest, tag)]  # its stamp leaves with the batch (``_flush``)
         clk.leave()
-        msg = _Msg(reqs, stamp, True, dest, tag, nbytes, t0, 0.0)
+        msg = _Msg(reqs, stamp, True, dest, tag, flops.wire_nbytes(buf), t0, 0.0)
         self._unbooked.append(msg)
         return msg
 
@@ -426,7 +426,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._flush()
         reqs = [self.stamps.Irecv(stamp, source, tag), self.comm.Irecv(buf, source, tag)]
         clk.leave()
-        return _Msg(reqs, stamp, False, source, tag, nbytes, t0, 0.0)
+        return _Msg(reqs, stamp, False, source, tag, flops.wire_nbytes(buf), t0, 0.0)
 
     def waitall(self, requests: list) -> None:
         clk = self.clock
@@ -475,7 +475,7 @@ class VirtualTransport(BlockingByRequests, Transport):
                 ready = [(q[0][0], q[0][1], r) for r, q in held.items() if q]
             start, end, src = min(ready)
             buf[...] = held[src].pop(0)[2]
-            at = self._arrive(start, end, buf.nbytes, src)
+            at = self._arrive(start, end, flops.wire_nbytes(buf), src)
         finally:
             t1 = clk.leave(at)
         self._count_recv(buf.nbytes, src)
@@ -506,6 +506,12 @@ class VirtualTransport(BlockingByRequests, Transport):
             fn(*args)
             spec = self.model.inter if remote else self.model.intra
             p = comm.Get_size()
+            buf = next((a for a in args if isinstance(a, np.ndarray)), None)
+            if buf is not None:  # --precision: the payload at its width; MPI's adds on the device
+                nbytes = flops.wire_nbytes(buf)
+                red = flops.collective_seconds(kind, buf.size, p)
+            else:
+                red = 0.0
             if isinstance(spec, MeasuredLink):
                 if self._cold() and spec.cold is not None:
                     spec = spec.cold
@@ -513,7 +519,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             else:
                 ab = self.model.alpha_beta(remote, self.share)
                 took = collective_seconds(kind, nbytes, p, *ab)
-            until = float(self._max[0]) + took
+            until = float(self._max[0]) + took + red
         finally:
             clk.leave(until)
 
@@ -617,7 +623,9 @@ def max_over(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
 def model_params(params: Any) -> Any:
     """``params`` (``costmodel.formulas.ModelParams``, measured here) with both link classes
     exactly the installed link model's, as the virtual clock charges them: the host's own
-    links no longer bound them. The γ of reductions stays measured, times the clock's
+    links no longer bound them. Under the device model γ is the device's (``flops.gamma``:
+    an add moves 3 bytes a byte at its memory bandwidth); with ``--accelerator host`` the
+    γ of reductions stays measured, times the clock's
     ``--compute-scale``: the clock charges an addition as its CPU time times the scale
     (at 1e-9 the measured γ alone made a 2-channel ring's prediction 1.8x its virtual time)."""
     from dataclasses import replace as copy
@@ -633,6 +641,8 @@ def model_params(params: Any) -> Any:
         zero = [0.0] * len(real.sizes)
         ideal = copy(real, alpha=0.0, beta=zero, beta_x=zero, alpha_x=None)
         links[kind] = emulated_link(ideal, spec.latency, spec.bandwidth, str(spec))
-    gammas = {name: [g * scale for g in getattr(params, name)]
+    device_gamma = flops.gamma()  # the device model charges the adds: its γ, not this host's
+    gammas = {name: [device_gamma * scale if device_gamma is not None else g * scale
+                     for g in getattr(params, name)]
               for name in ("gamma", "gamma_local") if getattr(params, name) is not None}
     return copy(params, **links, **gammas)

@@ -78,7 +78,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.codecs import ErrorFeedback, Wire, make_codec
-from mpicomm.core import clock, nvtx
+from mpicomm.core import clock, flops, nvtx
 from mpicomm.core.backend import (
     HostStage,
     check_buffer,
@@ -91,6 +91,7 @@ from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions, parse_compress
 from mpicomm.core.topology import node_map
+from mpicomm.costmodel import device
 from mpicomm.p2p import Transport, make_transport, stall, virtual
 from mpicomm.reducers.stats import ReduceStats
 
@@ -182,6 +183,10 @@ class Reducer:
         if options.clock == "virtual":  # the process's clock, before the transport is chosen
             virtual.install(options.compute_scale, options.inter_link, options.intra_link,
                             nics_per_node=options.nics_per_node, links_from=options.links_from)
+            device.install(options.accelerator, options.precision)  # the compute model
+        elif clock.virtual() is None and (options.accelerator is not None
+                                          or options.precision != "fp32"):
+            device.install(options.accelerator, options.precision)  # refused: wall clock
         elif options.nics_per_node is not None and clock.virtual() is None:
             raise ConfigError("nics_per_node: the virtual clock's interface sharing; "
                               "use clock='virtual'")
@@ -409,6 +414,7 @@ class Reducer:
         else:
             if scale is not None:  # before the first step: no partial sum outgrows an input
                 host *= scale
+                flops.scale(host.size)
             self._allreduce(host, None)
         if not on_host:
             self._stage.to_device(host, flat)

@@ -33,9 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, flops, nvtx, trace
+from mpicomm.core import clock, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.core.topology import spans_world
+from mpicomm.costmodel import device
+from mpicomm.costmodel.profiles import profile_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.reducers import make_reducer
@@ -88,7 +90,8 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
-    flops.use(cfg.flop_rate)  # --flop-rate: refused under the wall clock, before any message
+    device.install(cfg.accelerator, cfg.precision, cfg.flop_rate,  # before any message:
+                   profile_device(getattr(cfg, "profile", None)))  # refused on wall
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)

@@ -99,12 +99,14 @@ class Linear:
         self.x = x
         flops.matmul(self.xp, x, self.W, out)
         out += self.b
+        flops.charge(out.size, 2 * out.size + self.b.size)  # the bias add: one kernel
         return out
 
     def backward(self, dy: Any, dx: Any | None) -> Any | None:
         """Write dW = xᵀ·dy, db = Σ_rows dy and (unless ``dx`` is None) dx = dy·Wᵀ."""
         flops.matmul(self.xp, self.x.T, dy, self.dW)
         dy.sum(axis=0, out=self.db)
+        flops.charge(dy.size, dy.size + self.db.size)  # db: a column sum
         if dx is not None:
             flops.matmul(self.xp, dy, self.W.T, dx)
         return dx
@@ -122,12 +124,14 @@ class ReLU:
     def forward(self, z: Any) -> Any:
         """Apply max(z, 0) in place and return z (now the activation)."""
         self.a = self.xp.maximum(z, self.zero, out=z)
+        flops.charge(z.size, 2 * z.size)
         return z
 
     def backward(self, da: Any) -> Any:
         """Zero ``da`` where the activation was clipped (da *= a > 0), in place."""
         self.xp.greater(self.a, self.zero, out=self.mask)
         da *= self.mask
+        flops.charge(2 * da.size, 5 * da.size, kernels=2)  # the mask, then da *= mask
         return da
 
 
@@ -158,6 +162,8 @@ class SoftmaxCrossEntropy:
         z /= self.rowsum
         xp.log(self.rowsum, out=self.rowsum)  # 4. loss_i = log Σ exp − z_iy (shifted)
         self.picked -= self.rowsum[:, 0]
+        n, b = z.size, z.shape[0]  # 8 kernels: max, shift, index, pick, exp, sum, divide, log
+        flops.charge(5 * n, 8 * n + 6 * b, kernels=8)
         return -self.picked.mean()
 
     def backward(self) -> Any:
@@ -168,6 +174,7 @@ class SoftmaxCrossEntropy:
         self.picked -= 1
         flat[self.flat_idx] = self.picked  # scatter p_iy − 1 back (B elements)
         z *= 1.0 / z.shape[0]
+        flops.charge(z.size, 2 * z.size + 4 * z.shape[0], kernels=4)  # pick, -1, scatter, scale
         return z
 
 
