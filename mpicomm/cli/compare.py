@@ -34,7 +34,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import COLUMNS
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
-from mpicomm.core import clock
+from mpicomm.core import clock, flops
 from mpicomm.core.flags import is_given
 from mpicomm.core.links import link_from_env
 from mpicomm.core.progress import Progress
@@ -270,10 +270,18 @@ def _clock_line(cfg) -> str:
         return "clock: wall — the times are this host's (docs/virtual_clock.md: --clock virtual)"
     links = virtual.installed_model()
     nodes = f"nodes of {cfg.ranks_per_node} ranks" if cfg.ranks_per_node else "one node"
+    dev = flops.describe()
+    if dev is None:  # --accelerator host
+        return (f"clock: virtual — a modelled cluster ({nodes}; links between nodes "
+                f"{links.inter}, inside {links.intra}): compute is THIS HOST's CPU time "
+                "(--accelerator host), every message is charged by the link model: the "
+                "compute moves with this host's load and speed (docs/virtual_clock.md)")
     return (f"clock: virtual — a modelled cluster ({nodes}; links between nodes "
-            f"{links.inter}, inside {links.intra}): "
-            "compute is this host's CPU time, every message is charged by the link model, so "
-            "the times are the modelled cluster's, the same on any machine and MPI "
+            f"{links.inter}, inside {links.intra}): compute is charged by the modelled "
+            f"{dev['name']} at {dev['precision']} (roofline: {dev['flop_rate'] / 1e12:.1f} "
+            f"TFLOP/s, {dev['memory_bytes_per_s'] / 1e9:,.0f} GB/s, "
+            f"{dev['launch_s'] * 1e6:.1f} us a kernel), every message by the link model, so "
+            "the times are the modelled cluster's, the same on any machine, load and MPI "
             "(docs/virtual_clock.md)")
 
 
