@@ -26,16 +26,16 @@ precision or a rate (they could not take effect).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core import clock
+from mpicomm.core.bounds import FLOP_RATE, within
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["use", "check_rate", "matmul", "charge", "add", "scale", "active", "describe",
-           "wire_nbytes", "PRECISIONS", "reset", "gamma", "collective_seconds"]
+           "wire_nbytes", "PRECISIONS", "reset", "gamma", "width"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _WIDTH = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -47,10 +47,11 @@ _rate: float | None = None  # --flop-rate
 
 
 def check_rate(flop_rate: float) -> None:
-    """Raise ``ConfigError`` unless ``flop_rate`` is a number of FLOP/s > 0."""
-    if isinstance(flop_rate, bool) or not (isinstance(flop_rate, (int, float))
-                                           and 0 < flop_rate < math.inf):
-        raise ConfigError(f"--flop-rate must be a number of FLOP/s > 0, got {flop_rate!r}")
+    """Raise ``ConfigError`` unless ``flop_rate`` is a number of FLOP/s in ``FLOP_RATE``
+    (core/bounds.py: results stay finite)."""
+    if not within(flop_rate, FLOP_RATE):
+        raise ConfigError(f"--flop-rate must be a number of FLOP/s from {FLOP_RATE[0]:g} to "
+                          f"{FLOP_RATE[1]:g}, got {flop_rate!r}")
 
 
 def use(device: Any = None, precision: str = "fp32", flop_rate: float | None = None) -> None:
@@ -126,27 +127,20 @@ def scale(n: int) -> None:
         charge(n, 2 * n, 1)
 
 
-def collective_seconds(kind: str, values: int, p: int) -> float:
-    """Device seconds of the adds inside MPI's own ``kind`` collective of ``values`` values
-    per rank on ``p`` ranks (0 without the device model, or for a collective with no adds):
-    an allreduce's recursive halving adds (p-1)/p of the buffer over lg p kernels, a
-    reduce's binomial tree the whole buffer at each of lg p levels (its root)."""
-    if _device is None or p < 2 or kind not in ("allreduce", "reduce"):
-        return 0.0
-    vc = clock.virtual()
-    if vc is None:
-        return 0.0
-    lg = math.ceil(math.log2(p))
-    n = values * (p - 1) / p if kind == "allreduce" else values * lg
-    return vc.scale * _device.seconds(n, 3 * n * _width, lg, _precision, _rate)
-
-
 def gamma() -> float | None:
-    """Seconds per byte of a reduction's add on the device (no launch), as the α-β-γ model's γ
-    per byte of the buffer: 3 values moved per value summed. None without the device model."""
+    """Seconds per byte of a reduction's add on the device (no launch), times
+    ``--compute-scale``: the α-β-γ model's γ per byte of the buffer (an add moves 3 bytes per
+    byte: 2 reads, 1 write), which the clock charges for MPI's own collectives (native's
+    ``Allreduce``, the leaders' ``Reduce``). None without the device model."""
     if _device is None:
         return None
-    return 3.0 / _device.memory_bytes_per_s
+    vc = clock.virtual()
+    return (1.0 if vc is None else vc.scale) * 3.0 / _device.memory_bytes_per_s
+
+
+def width() -> int:
+    """Bytes a floating-point value takes at the installed ``--precision`` (4, or 2)."""
+    return _width
 
 
 def wire_nbytes(buf: Any) -> int:

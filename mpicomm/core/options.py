@@ -11,6 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from mpicomm.core.bounds import COMPUTE_SCALE, within
 from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.flags import is_given
 from mpicomm.core.flops import PRECISIONS
@@ -104,9 +105,11 @@ class ReducerFields:
                                         # auto: message size (8, 4K, 1M) from which the ring
                                         # is used (default: the cost model's)
     inter_link: str | LinkSpec | None = None  # emulated link between nodes LATENCY,BANDWIDTH,
-                                        # e.g. 20us,1GB/s (MPICOMM_INTER_LINK; docs/links.md;
-                                        # native cannot be emulated)
-    intra_link: str | LinkSpec | None = None  # emulated link inside a node (MPICOMM_INTRA_LINK)
+                                        # e.g. 20us,1GB/s: latency 0-10 s, bandwidth 1 B/s-1
+                                        # PB/s (MPICOMM_INTER_LINK; docs/links.md; native
+                                        # cannot be emulated)
+    intra_link: str | LinkSpec | None = None  # emulated link inside a node, the same form and
+                                        # ranges (MPICOMM_INTRA_LINK)
     compress: str = "none"              # gradient compression on the wire: none | fp16 | int8
                                         # | topk:RATIO[:noef] (docs/compression.md)
     channels: int = 1                   # ring: K rotated rings over K slices, so K ranks cross
@@ -115,7 +118,7 @@ class ReducerFields:
                                         # link model; docs/virtual_clock.md); default: virtual
                                         # with emulated nodes (--ranks-per-node and a link)
     compute_scale: float = 1.0          # virtual clock: multiplies every compute charge (the
-                                        # device model's, or the host's CPU time)
+                                        # device model's, or the host's CPU time; 1e-6 to 1e6)
     accelerator: str | None = None      # virtual clock: the modelled device whose roofline
                                         # charges compute: k80 p100 v100 a100 h100 h200, or
                                         # host (this CPU's time); default: the --profile's, else
@@ -231,8 +234,9 @@ class ReducerOptions(ReducerFields):
         if self.accelerator is not None and not isinstance(self.accelerator, str):
             raise ConfigError(f"accelerator must be a device name, got {self.accelerator!r}")
         cs = self.compute_scale
-        if isinstance(cs, bool) or not isinstance(cs, (int, float)) or not 0 < cs < float("inf"):
-            raise ConfigError(f"compute_scale must be a number > 0, got {cs!r}")
+        if not within(cs, COMPUTE_SCALE):  # results stay finite (core/bounds.py)
+            raise ConfigError(f"compute_scale must be a number from {COMPUTE_SCALE[0]:g} to "
+                              f"{COMPUTE_SCALE[1]:g}, got {cs!r}")
 
     @property
     def emulated(self) -> bool:

@@ -182,11 +182,12 @@ def device(name: str) -> Device:
 
 
 def install(accelerator: str | None = None, precision: str = "fp32",
-            flop_rate: float | None = None, profile_device: str | None = None) -> Device | None:
+            flop_rate: float | None = None) -> Device | None:
     """Install the compute model of this process (``core.flops.use``) and return its device.
 
-    ``accelerator`` (``--accelerator``) wins over ``profile_device`` (the ``--profile``'s);
-    without either the virtual clock models ``DEFAULT_ACCELERATOR``. Under the wall clock
+    ``accelerator``: ``--accelerator``, which a ``--profile`` with a device sets when the
+    flag is not given (``profiles.profile_fields``); without it the virtual clock models
+    ``DEFAULT_ACCELERATOR``. Under the wall clock
     nothing is modelled (None), and an ``--accelerator``, ``--precision`` other than fp32 or
     ``--flop-rate`` is refused in one line (``ConfigError``), as are unknown names."""
     from mpicomm.core import clock, flops
@@ -196,6 +197,6 @@ def install(accelerator: str | None = None, precision: str = "fp32",
         flops.use(chosen, precision, flop_rate)  # refuses what cannot take effect
         return None
     if chosen is None:
-        chosen = device(profile_device or DEFAULT_ACCELERATOR)
+        chosen = device(DEFAULT_ACCELERATOR)
     flops.use(chosen, precision, flop_rate)
     return chosen

@@ -35,9 +35,9 @@ import numpy as np
 
 from mpicomm.core import clock, nvtx, trace
 from mpicomm.core.backend import sync_device
+from mpicomm.core.gpu import use_local_device
 from mpicomm.core.topology import spans_world
 from mpicomm.costmodel import device
-from mpicomm.costmodel.profiles import profile_device
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.reducers import make_reducer
@@ -90,8 +90,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     any rank. ``keep``: a worker stores its final parameters under "params".
     """
     comm = metrics.world() if comm is None else comm
-    device.install(cfg.accelerator, cfg.precision, cfg.flop_rate,  # before any message:
-                   profile_device(getattr(cfg, "profile", None)))  # refused on wall
+    device.install(cfg.accelerator, cfg.precision, cfg.flop_rate)  # refused on the wall clock
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
@@ -149,6 +148,8 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     Raises ``ConfigError`` on every rank before any message: overlap without
     threads, a flag the parameter server cannot honour, too few ranks for it.
     """
+    if cfg.device == "gpu":  # each rank of a node its own GPU, before any device memory
+        use_local_device(importlib.import_module("cupy"), comm)
     if cfg.ps_mode:
         reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
         if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
@@ -248,7 +249,8 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     if cfg.checkpoint:
         job.data_crc = ds.fingerprint()
     if cfg.resume:
-        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc)
+        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc,
+                             shard.steps_per_epoch)
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])
