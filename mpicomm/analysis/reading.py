@@ -136,7 +136,7 @@ def verdict_lines(vs: list[V.Verdict], floor: float, repeats: int,
                     f"{v.a}/{v.b} {v.ratio.value:.2f}x [{v.ratio.low:.2f}-{v.ratio.high:.2f}]"
                     for v in vs) + "."]
     if exact:
-        head = "verdict (exact: the modelled device and links, the same in every round): "
+        head = "verdict: exact (the modelled device and links, the same in every round): "
         return [head + "; ".join(v.text(exact=True) for v in vs) + "."]
     beaten = [v for v in vs if v.winner == top]
     tied = [v for v in vs if v.winner is None]
