@@ -54,3 +54,80 @@ def test_exercise_4_hierarchy_at_1024_ranks(profile, ring_ms, hier_ms):
                                                                             n, profile)
     assert ring * 1e3 == pytest.approx(ring_ms, rel=0.01)
     assert hier * 1e3 == pytest.approx(hier_ms, rel=0.02)
+
+
+# ---------------------------------------------------------------- exercises 13 and 14 (device)
+# The seed's two compute pitfalls in virtual time: each test runs its exercise's own commands,
+# as docs/coursework.md writes them, and checks the outcome the page states.
+
+def _exercise_commands(number: int) -> list[str]:
+    """The fenced commands of docs/coursework.md's exercise ``number``."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "coursework.md").read_text()
+    section = re.split(r"^## ", text, flags=re.M)
+    body = next(s for s in section if s.startswith(f"{number}. "))
+    block = body.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def _run_exercise(number: int, cwd) -> dict[str, dict]:
+    """Run the exercise's commands in ``cwd`` (mpiexec and python: this venv's); return each
+    command's JSON record of its one strategy, by the JSON's file name."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+
+    from mpi_harness import launcher_env, mpiexec
+
+    out = {}
+    for cmd in _exercise_commands(number):
+        words = shlex.split(cmd)
+        assert words[0] == "mpiexec" and words[3] == "python", cmd
+        argv = [mpiexec(), *words[1:3], sys.executable, *words[4:]]
+        env = {**__import__("os").environ, **launcher_env(argv[0])}
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=540)
+        assert done.returncode == 0, f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        name = words[words.index("--json") + 1]
+        doc = json.loads((cwd / name).read_text())
+        rec = doc["results"][0]
+        rec["bound_line"] = next(line for line in doc["reading"] if line.startswith("bound:"))
+        out[name] = rec
+    return out
+
+
+@pytest.mark.slow
+def test_exercise_13_precision_and_batch_flip_what_bounds_the_step(tmp_path):
+    runs = _run_exercise(13, tmp_path)
+    small, fp32, fp16 = runs["bound_small.json"], runs["bound_fp32.json"], runs["bound_fp16.json"]
+    for rec in (small, fp32, fp16):
+        assert rec["clock"] == "virtual" and rec["device"]["name"] == "v100"
+
+    def compute(rec):
+        return rec["compute_share"] + rec["optimizer_share"]
+
+    assert small["comm_share"] > compute(small)
+    assert "communication-bound" in small["bound_line"]
+    assert compute(fp32) > fp32["comm_share"]
+    assert "compute-bound" in fp32["bound_line"] and "at fp32" in fp32["bound_line"]
+    assert fp16["comm_share"] > compute(fp16)
+    assert "communication-bound" in fp16["bound_line"] and "at fp16" in fp16["bound_line"]
+    # fp16 halves the bytes on the wire: the exposed allreduce of the same step about halves
+    assert fp16["comm_s"] == pytest.approx(fp32["comm_s"] / 2, rel=0.1)
+
+
+@pytest.mark.slow
+def test_exercise_14_low_memory_bandwidth_makes_a_faster_link_useless(tmp_path):
+    runs = _run_exercise(14, tmp_path)
+
+    def gain(device):
+        return (runs[f"{device}_slow.json"]["step_time_mean_s"]
+                / runs[f"{device}_fast.json"]["step_time_mean_s"])
+
+    assert gain("k80") < 1.2, gain("k80")
+    assert gain("h200") > 1.5, gain("h200")
+    for link in ("slow", "fast"):
+        assert "compute-bound" in runs[f"k80_{link}.json"]["bound_line"]

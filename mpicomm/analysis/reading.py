@@ -12,6 +12,8 @@ import math
 import textwrap
 from typing import Any
 
+import numpy as np
+
 from mpicomm.analysis import verdict as V
 from mpicomm.core.units import fmt_bytes, fmt_num
 
@@ -111,10 +113,14 @@ def verdicts(records: list[dict], runs: dict[str, list[dict]], seed: int = 0
 
 
 def verdict_lines(vs: list[V.Verdict], floor: float, repeats: int,
-                  names: list[str] | None = None) -> list[str]:
+                  names: list[str] | None = None, exact: bool = False) -> list[str]:
     """The verdict: who beats whom, or which strategies tie, with intervals.
 
     ``names``: the strategies run; one alone is a measurement, not a failed comparison.
+    ``exact``: a deterministic clock gave every round the same times (``is_exact``): the
+    ratios are exact, no interval is printed. Otherwise, with fewer than
+    ``verdict.MIN_ROUNDS_T`` rounds the intervals cover step-to-step noise only, not the
+    drift between rounds: no verdict is given, the ratios are shown as such.
     """
     if not vs and names is not None and len(names) == 1:
         return [f"{names[0]} alone: its time and bytes above, no verdict (one strategy; "
@@ -122,6 +128,16 @@ def verdict_lines(vs: list[V.Verdict], floor: float, repeats: int,
     if not vs:
         return ["verdict: fewer than two strategies completed timed steps; nothing to compare"]
     top = vs[0].a
+    if not exact and repeats < V.MIN_ROUNDS_T:
+        return [f"verdict: none from {repeats} round{'s' if repeats > 1 else ''} — "
+                "its intervals cover step-to-step noise only, not the drift between rounds "
+                "of this host's time; --repeats 3 or more (or the device model: docs/"
+                "virtual_clock.md). Ratios, steps only: " + "; ".join(
+                    f"{v.a}/{v.b} {v.ratio.value:.2f}x [{v.ratio.low:.2f}-{v.ratio.high:.2f}]"
+                    for v in vs) + "."]
+    if exact:
+        head = "verdict: exact (the modelled device and links, the same in every round): "
+        return [head + "; ".join(v.text(exact=True) for v in vs) + "."]
     beaten = [v for v in vs if v.winner == top]
     tied = [v for v in vs if v.winner is None]
     if tied:
@@ -133,10 +149,34 @@ def verdict_lines(vs: list[V.Verdict], floor: float, repeats: int,
     if floor > 1.0:
         lines.append(f"noise floor: two runs of one algorithm differed by {floor:.2f}x in this "
                      "job, so only larger differences count as wins.")
-    if repeats == 1:
-        lines.append("one round: the intervals hold step-to-step noise only; --repeats 3 or "
-                     "more adds the round-to-round drift of a shared machine.")
     return lines
+
+
+def bound_line(rec: dict) -> str:
+    """Which part bounds ``rec``'s step: communication (the exposed allreduce) or compute
+    (forward+backward and the optimizer), with the shares and the device that charged them."""
+    comm = rec.get("comm_share") or 0.0
+    work = (rec.get("compute_share") or 0.0) + (rec.get("optimizer_share") or 0.0)
+    kind = "communication-bound" if comm >= work else "compute-bound"
+    dev = rec.get("device")
+    on = (f" on the modelled {dev['name']} at {dev.get('precision', 'fp32')}"
+          if dev and dev.get("precision") else " (compute: this host's time)")
+    return (f"bound: {rec['strategy']}'s step is {kind}{on}: communication {100 * comm:.0f}%, "
+            f"compute and optimizer {100 * work:.0f}% of the step.")
+
+
+def is_exact(records: list[dict], runs: dict[str, list[dict]]) -> bool:
+    """True when every record ran on the virtual clock under the device model (``device``
+    set) and every strategy's rounds gave the same step times: a deterministic clock."""
+    if not records or not all(r.get("clock") == "virtual" and r.get("device") for r in records):
+        return False
+    for r in records:
+        times = [np.asarray(x.get("step_times_s") or [], dtype=float)
+                 for x in runs.get(r["strategy"], [r])]
+        if any(t.shape != times[0].shape or not np.allclose(t, times[0], rtol=1e-9, atol=0)
+               for t in times):
+            return False
+    return True
 
 
 def busiest_bytes_formula(rec: dict) -> tuple[str, float] | None:
@@ -227,13 +267,15 @@ def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None
         return ["no strategy completed a timed step"]
     runs = runs or {r["strategy"]: [r] for r in records}
     vs, floor = verdicts(records, runs, seed)
-    lines = verdict_lines(vs, floor, repeats, names=[r["strategy"] for r in records])
+    lines = verdict_lines(vs, floor, repeats, names=[r["strategy"] for r in records],
+                          exact=is_exact(records, runs))
     win = max(ok, key=lambda r: r["samples_per_sec"])
     why = _regime(win, params)
     if win["comm_share"] < 0.2:
         why += (f" Compute-bound: comm is {100 * win['comm_share']:.0f}% of {win['strategy']}'s "
                 "step, so the strategies can differ by little.")
     lines.append(why)
+    lines.append(bound_line(win))
     lines.append(bytes_line(records))
     for r in records:
         x = r.get("reducer", {}).get("crossover_bytes")

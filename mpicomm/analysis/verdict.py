@@ -67,9 +67,16 @@ class Verdict:
     winner: str | None  # a, b, or None: a tie
     same_algorithm: bool = False
 
-    def text(self) -> str:
+    def text(self, exact: bool = False) -> str:
+        """One clause; ``exact``: a deterministic clock's ratio, printed without an interval."""
         r = self.ratio
         ci = f"{r.value:.2f}x, 95% interval {r.low:.2f}-{r.high:.2f}x"
+        if exact:
+            ci = f"{r.value:.2f}x"
+            shown = r.value if self.winner != self.b else 1 / r.value
+            if self.winner is not None and not self.same_algorithm:
+                loser = self.b if self.winner == self.a else self.a
+                return f"{self.winner} beats {loser}: {shown:.2f}x (exact)"
         if self.same_algorithm:
             return f"{self.a} = {self.b}: same algorithm here, a tie by construction ({ci})"
         if self.winner is None:

@@ -34,7 +34,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import COLUMNS
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
-from mpicomm.core import clock
+from mpicomm.core import clock, flops
 from mpicomm.core.flags import add_cluster_flags, is_given
 from mpicomm.core.links import link_from_env
 from mpicomm.core.progress import Progress
@@ -227,7 +227,9 @@ def run(args: argparse.Namespace) -> int:
 def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | None:
     """The model's seconds of one step's reduction: under the virtual clock the cost model on
     the cluster the clock charged (``cluster_time``: channels, the tree and native included),
-    γ as measured here x ``--compute-scale`` (the clock charges an add as CPU time); under
+    γ the modelled device's (``flops.gamma``; with ``--accelerator host`` as measured here x
+    ``--compute-scale``: the clock charges an add as CPU time), the gradient at the
+    ``--precision``'s width; under
     the wall clock the α-β-γ formulas on this host's measured links (``formulas.predict``)."""
     p, n = rec["ranks"], rec["grad_bytes"]
     if clock.virtual() is None:
@@ -237,10 +239,11 @@ def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | No
     from mpicomm.costmodel.profiles import cluster_of
 
     cluster = cluster_of(flags, p)
-    # a hand-written strategy's adds are charged as this host's CPU time (γ as measured here
-    # x --compute-scale); native's run inside MPI, charged at the cluster's γ as the clock does
-    gamma = cluster.gamma_s_per_byte if name == "native" else \
-        model.gamma_at(n / p) * clock.virtual().scale
+    gamma = flops.gamma()  # the device model's adds (None: --accelerator host, measured here)
+    if gamma is None:  # host time: a strategy's adds as measured here; native's inside MPI
+        gamma = cluster.gamma_s_per_byte if name == "native" else \
+            model.gamma_at(n / p) * clock.virtual().scale
+    n = n // np.dtype(getattr(flags, "dtype", "float32")).itemsize * flops.width()  # --precision
     cluster = dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
                                   ranks_per_node=opts["ranks_per_node"] or p)
     return cluster_time(name, p, n, cluster, opts)
@@ -348,9 +351,18 @@ def _clock_line(cfg) -> str:
     if clock.virtual() is None:
         return "clock: wall — the times are this host's (docs/virtual_clock.md: --clock virtual)"
     nodes = f"nodes of {cfg.ranks_per_node} ranks" if cfg.ranks_per_node else "one node"
+    dev = flops.describe()
+    if dev is None:  # --accelerator host
+        return (f"clock: virtual — a modelled cluster ({nodes}; the cluster line above): "
+                "compute is THIS HOST's CPU time (--accelerator host), every message is "
+                "charged by the link model: the compute moves with this host's load and speed "
+                "(docs/virtual_clock.md)")
     return (f"clock: virtual — a modelled cluster ({nodes}; the cluster line above): "
-            "compute is this host's CPU time, every message is charged by the link model, so "
-            "the times are the modelled cluster's, the same on any machine and MPI "
+            f"compute is charged by the modelled {dev['name']} at {dev['precision']} "
+            f"(roofline: {dev['flop_rate'] / 1e12:.1f} TFLOP/s, "
+            f"{dev['memory_bytes_per_s'] / 1e9:,.0f} GB/s, {dev['launch_s'] * 1e6:.1f} us a "
+            "kernel), every message by the link model, so the times are the modelled "
+            "cluster's, the same on any machine, load and MPI "
             "(docs/virtual_clock.md)")
 
 

@@ -294,6 +294,10 @@ def _install_clock(args: argparse.Namespace) -> None:
                                getattr(args, "flop_rate", None))
     if name == "virtual" and getattr(args, "device", "cpu") == "gpu":
         raise ConfigError(VIRTUAL_ON_GPU)
+    from mpicomm.costmodel import device
+
+    device.install(getattr(args, "accelerator", None), getattr(args, "precision", "fp32"),
+                   getattr(args, "flop_rate", None))  # refused on the wall clock
 
 
 def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int:

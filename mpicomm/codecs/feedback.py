@@ -24,6 +24,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from mpicomm.core import flops
+
 __all__ = ["ErrorFeedback", "MAX_KEYS"]
 
 MAX_KEYS = 1024  # residuals kept at most (a model's buckets are far fewer)
@@ -55,8 +57,10 @@ class ErrorFeedback:
             self.codec.encode(x, msg)
             return
         np.add(residual, x, out=residual)
+        flops.add(x.size)
         idx = self.codec.encode(residual, msg)
         residual[idx] = 0
+        flops.charge(0, idx.size, 1, nbytes=8 * idx.size)
 
     def clear(self) -> None:
         """Forget every residual."""

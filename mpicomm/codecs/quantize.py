@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import flops
+
 __all__ = ["Fp16Codec", "Int8Codec", "CHUNK"]
 
 CHUNK = 64  # int8: values per scale
@@ -97,6 +99,7 @@ class Fp16Codec:
     def encode(self, x: np.ndarray, msg: np.ndarray) -> None:
         """Encode ``x`` (m values) into ``msg[:wire_bytes(m)]``."""
         m = x.size
+        flops.charge(2 * m, 2 * m, 2, nbytes=2 * m)  # 1. the max pass, 2. scale and round
         amax, special = _finite_amax(x)
         e = int(np.frexp(amax)[1]) if amax > 0 else 0
         if x.dtype == np.float64:
@@ -127,6 +130,7 @@ class Fp16Codec:
     def decode(self, msg: np.ndarray, out: np.ndarray) -> None:
         """Decode ``out.size`` values from ``msg`` into ``out``."""
         m = out.size
+        flops.charge(m, m, 1, nbytes=2 * m)
         head = int(msg[:4].view(np.int32)[0])
         e, special = head >> 1, head & 1
         a, r = self._bits.get(m, np.uint32), self._bits2.get(m, np.uint32)
@@ -154,6 +158,7 @@ class Fp16Codec:
         """Add the ``acc.size`` values decoded from ``msg`` into ``acc``."""
         tmp = self._scratch.get(acc.size, acc.dtype)
         self.decode(msg, tmp)
+        flops.add(acc.size)
         np.add(acc, tmp, out=acc)
 
 
@@ -180,6 +185,7 @@ class Int8Codec:
     def encode(self, x: np.ndarray, msg: np.ndarray) -> None:
         """Encode ``x`` (m values) into ``msg[:wire_bytes(m, x.dtype)]``."""
         m, c = x.size, self.chunk
+        flops.charge(2 * m, 2 * m, 2, nbytes=m)  # 1. the chunks' max, 2. scale and round
         if m == 0:
             return
         scales, q = self._split(msg, m, x.dtype)
@@ -218,6 +224,7 @@ class Int8Codec:
     def decode(self, msg: np.ndarray, out: np.ndarray) -> None:
         """Decode ``out.size`` values from ``msg`` into ``out``."""
         m, c = out.size, self.chunk
+        flops.charge(m, m, 1, nbytes=m)
         if m == 0:
             return
         scales, q = self._split(msg, m, out.dtype)
@@ -237,4 +244,5 @@ class Int8Codec:
         """Add the ``acc.size`` values decoded from ``msg`` into ``acc``."""
         tmp = self._scratch.get(acc.size, acc.dtype)
         self.decode(msg, tmp)
+        flops.add(acc.size)
         np.add(acc, tmp, out=acc)

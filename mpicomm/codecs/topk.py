@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from mpicomm.core import flops
+
 __all__ = ["TopKCodec"]
 
 
@@ -92,6 +94,7 @@ class TopKCodec:
         np.abs(x, out=mag[:m])
         idx[:] = top_k(mag[:m], k)
         np.take(x, idx, out=val)
+        flops.charge(m, 3 * m + 2 * k, 3, nbytes=8 * k)  # |x|, the selection, the gather
         return idx
 
     @staticmethod
@@ -99,3 +102,4 @@ class TopKCodec:
         """Add ``k`` pairs of ``msg`` into the dense ``acc`` (indices of one message are unique)."""
         idx, val = TopKCodec.split(msg, k, acc.dtype)
         acc[idx] += val
+        flops.charge(k, 3 * k, 1, nbytes=8 * k)  # a scatter-add

@@ -7,10 +7,14 @@
 installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
 ``mpicomm.p2p.virtual.install``) gives every thread its own timeline:
 
-- compute is charged as the thread's CPU time (``time.thread_time``) times
-  ``scale`` (``--compute-scale``), per *segment*: the compute between two
-  boundaries (an MPI call's ``enter``, a ``now()`` outside MPI) is charged the
-  least CPU time any segment with the same key took so far (key: the call sites
+- compute is charged by the device model (``charge_cpu`` False, the default that
+  ``mpicomm.core.flops.use`` installs for a modelled ``--accelerator``): only what
+  ``core.flops`` reports (matmuls, elementwise kernels, reductions) is charged, through
+  ``charge``; the thread's CPU time is not read at all;
+- with ``--accelerator host`` (``charge_cpu`` True) compute is charged as the thread's
+  CPU time (``time.thread_time``) times ``scale`` (``--compute-scale``), per *segment*:
+  the compute between two boundaries (an MPI call's ``enter``, a ``now()`` outside
+  MPI) is charged the least CPU time any segment with the same key took so far (key: the call sites
   and sizes of both boundaries, and how many boundaries in a row had this site:
   the k-th of a loop's boundaries ends different work than the first).
   Interference from other processes (cache refills, migrations: +12% median,
@@ -160,7 +164,8 @@ class VirtualClock:
     """Per-thread virtual timelines (module docstring). ``scale`` multiplies CPU time;
     ``least=False`` charges every segment its own CPU time (no per-key minimum);
     ``overhead``: CPU seconds of the clock's own taken off every segment (default
-    ``boundary_cost()``)."""
+    ``boundary_cost()``). ``charge_cpu``: False under the device model (only ``charge``
+    adds compute; ``core.flops`` sets it)."""
 
     def __init__(self, scale: float = 1.0, least: bool = True,
                  overhead: float | None = None) -> None:
@@ -171,6 +176,18 @@ class VirtualClock:
         self.overhead = boundary_cost() if overhead is None else float(overhead)
         self._t = _Timeline()
         self._best: dict[tuple, float] = {}  # segment key -> least CPU seconds seen
+        self._charge_cpu = True
+
+    @property
+    def charge_cpu(self) -> bool:
+        """True: compute is the threads' CPU time (host); False: only ``charge`` (device)."""
+        return self._charge_cpu
+
+    @charge_cpu.setter
+    def charge_cpu(self, on: bool) -> None:
+        if on and not self._charge_cpu:
+            self._t.cpu = time.thread_time()  # this thread's next segment starts now
+        self._charge_cpu = bool(on)
 
     def _settle(self, t: _Timeline, hint: int) -> None:
         """Charge the segment that ends here (its key's least CPU time) and start the next.
@@ -197,7 +214,7 @@ class VirtualClock:
     def now(self) -> float:
         """This thread's virtual time; outside MPI this ends a compute segment (it is charged)."""
         t = self._t
-        if not t.depth:
+        if not t.depth and self._charge_cpu:
             self._settle(t, -1)
             t.cpu = time.thread_time()
         return t.vt
@@ -205,7 +222,7 @@ class VirtualClock:
     def stamp(self, hint: int) -> float:
         """``now()`` whose segment key holds ``hint`` (module ``stamp``)."""
         t = self._t
-        if not t.depth:
+        if not t.depth and self._charge_cpu:
             self._settle(t, -3 - hint)
             t.cpu = time.thread_time()
         return t.vt
@@ -215,7 +232,7 @@ class VirtualClock:
 
         ``hint``: a size naming the call (bytes), part of the segment's key."""
         t = self._t
-        if not t.depth:
+        if not t.depth and self._charge_cpu:
             self._settle(t, hint)
         t.depth += 1
         return t.vt
@@ -226,18 +243,18 @@ class VirtualClock:
         if until > t.vt:
             t.vt = until
         t.depth -= 1
-        if not t.depth:
+        if not t.depth and self._charge_cpu:
             t.cpu = time.thread_time()
         return t.vt
 
     def advance_to(self, until: float) -> None:
         """Move this thread's timeline to ``until`` when it is later."""
         t = self._t
-        if not t.depth:
+        if not t.depth and self._charge_cpu:
             self._settle(t, -2)
         if until > t.vt:
             t.vt = until
-        if not t.depth:
+        if not t.depth and self._charge_cpu:
             t.cpu = time.thread_time()
 
     def charge(self, seconds: float) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from mpicomm.core.bounds import COMPUTE_SCALE, within
 from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.flags import is_given
+from mpicomm.core.flops import PRECISIONS
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.core.units import parse_bytes
@@ -116,8 +117,14 @@ class ReducerFields:
     clock: str | None = None            # wall | virtual (compute = CPU time, messages by the
                                         # link model; docs/virtual_clock.md); default: virtual
                                         # with emulated nodes (--ranks-per-node and a link)
-    compute_scale: float = 1.0          # virtual clock: multiplies the compute's CPU time
-                                        # (1e-12 to 1e6)
+    compute_scale: float = 1.0          # virtual clock: multiplies every compute charge (the
+                                        # device model's, or the host's CPU time; 1e-12 to 1e6)
+    accelerator: str | None = None      # virtual clock: the modelled device whose roofline
+                                        # charges compute: k80 p100 v100 a100 h100 h200, or
+                                        # host (this CPU's time); default: the --profile's, else
+                                        # h100 (docs/virtual_clock.md)
+    precision: str = "fp32"             # virtual clock: fp32 | fp16 | bf16: the device's FLOP
+                                        # rate and the bytes a gradient value takes
     links_from: str | None = None       # virtual clock: charge the link classes no --inter-link
                                         # / --intra-link gives as this host measured them: a
                                         # `mpicomm model --json` file, or this-machine
@@ -165,11 +172,17 @@ class ReducerOptions(ReducerFields):
             ``compress`` is refused).
         clock: ``"virtual"`` holds the virtual clock while the reducer lives (installed
             if none runs, taken down when its last holder closes; ``mpicomm.p2p``:
-            compute = thread CPU time x ``compute_scale``, messages by the reducer's own
+            compute by the device model of ``accelerator``
+            (x ``compute_scale``), messages by the reducer's own
             ``Cluster`` of ``inter_link`` / ``intra_link`` / ``nics_per_node``);
             ``"wall"`` is refused while a virtual clock runs; None (default) leaves the
             process's clock.
         compute_scale: virtual clock: multiplies the compute's CPU time (> 0).
+        compute_scale: virtual clock: multiplies every compute charge (> 0).
+        accelerator: virtual clock: the modelled device (``costmodel.device``: ``"h100"``,
+            ...; ``"host"`` charges this CPU's time); None: the profile's, else h100.
+        precision: virtual clock: ``"fp32"``, ``"fp16"`` or ``"bf16"``: the device's FLOP
+            rate and the bytes a floating-point value takes in compute and on the wire.
         links_from: virtual clock: a ``mpicomm model --json`` file (or ``"this-machine"``)
             whose measured one-way times per size and reduction γ charge the link
             classes ``inter_link``/``intra_link`` leave unset
@@ -219,6 +232,11 @@ class ReducerOptions(ReducerFields):
                               f"has no compressed variant; use channels=1 or compress='none'")
         if self.clock is not None and self.clock not in CLOCKS:
             raise ConfigError(f"unknown clock {self.clock!r}; valid: {', '.join(CLOCKS)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r}; valid: "
+                              f"{', '.join(PRECISIONS)}")
+        if self.accelerator is not None and not isinstance(self.accelerator, str):
+            raise ConfigError(f"accelerator must be a device name, got {self.accelerator!r}")
         cs = self.compute_scale
         if not within(cs, COMPUTE_SCALE):  # results stay finite (core/bounds.py)
             raise ConfigError(f"compute_scale must be a number from {COMPUTE_SCALE[0]:g} to "

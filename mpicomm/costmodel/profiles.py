@@ -82,12 +82,13 @@ from mpicomm.costmodel.cluster import (
     Cluster,
     Link,
 )
+from mpicomm.costmodel.device import device
 
 __all__ = ["CLUSTERS", "cluster", "build_cluster", "LINKS_NAME", "profile_fields", "MEASURED",
            "cluster_of", "NVLINK_EFF", "IB_EFF",
            "NVLS_EFF", "ETH_EFF", "Protocol",
            "NCCL_PROTOCOLS", "TREE_CORRECTION", "nccl_protocols", "net_plugin_latency",
-           "net_overhead", "ll_max_busbw"]
+           "net_overhead", "ll_max_busbw", "DEVICE_OF"]
 
 _GB = 1e9
 NVLINK_EFF = 370 / 450  # S3
@@ -193,6 +194,17 @@ TREE_CORRECTION = {
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
                .8, .9, .9, .9),
 }
+
+
+# the accelerator each named cluster brings (``Cluster.device``; costmodel/device.py's
+# datasheets, the GPUs of S1, S7, S13): B200 and the PCIe clusters' GPUs have no device
+# profile yet (None: ``--accelerator`` or the default device)
+DEVICE_OF = {"dgx-h100-ib400": "h100", "dgx-h100-ib200": "h100", "dgx-b200-ib400": None,
+             "gb200-nvl72": None, "dgx-a100-ib200": "a100", "gcp-a3-mega": "h100",
+             "aws-p5-efa": "h100", "summit-v100-edr": "v100", "ethernet-400g": "h100",
+             "ethernet-100g": None, "ethernet-25g": None}
+CLUSTERS = {name: replace(c, device=device(DEVICE_OF[name]) if DEVICE_OF[name] else None)
+            for name, c in CLUSTERS.items()}
 
 
 NET_PLUGIN_LATENCY = {"aws-p5-efa": _EFA_PLUGIN}  # S10; NCCL's own InfiniBand plugin: 0

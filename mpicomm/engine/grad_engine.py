@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from mpicomm.core import clock, nvtx, trace
+from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.engine.async_reducer import AsyncReducer, Work
 from mpicomm.engine.base import Engine
@@ -118,8 +118,10 @@ class GradEngine(Engine):
                     t = trace.backward_layer(rec, i, t)
             if self._micro == 0:
                 self._acc[...] = self.grads
+                flops.charge(0, 2 * self.grads.size)
             else:
                 self._acc += self.grads
+                flops.add(self.grads.size)
             self._micro += 1
             return
         scale = 1.0 / (self._micro + 1)
@@ -128,6 +130,8 @@ class GradEngine(Engine):
                 g, acc = self._layers[i]
                 g += acc
                 g *= scale
+                flops.add(g.size)
+                flops.scale(g.size)
             if rec is not None:
                 t = trace.backward_layer(rec, i, t)
             if self._async is not None:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.codecs.quantize import Fp16Codec, Int8Codec
-from mpicomm.core import clock, trace
+from mpicomm.core import clock, flops, trace
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import parse_compress
 from mpicomm.engine.base import Engine
@@ -93,12 +93,17 @@ class PSEngine(Engine):
                 t = trace.backward_layer(rec, i, t)
         if not last:  # 1. (the accumulator is zero at a step's start: 0 + g is g exactly)
             self._acc += self.grads
+            flops.add(self.grads.size)
             self._micro += 1
             return
         if self._micro:  # 2.
             self.grads += self._acc
             self.grads *= 1.0 / (self._micro + 1)
             self._acc.fill(0)
+            n = self.grads.size
+            flops.add(n)
+            flops.scale(n)
+            flops.charge(0, n)  # the fill
             self._micro = 0
 
     def reduced(self, *, defer: bool = False) -> Iterator[Any]:

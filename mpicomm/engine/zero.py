@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, tags, trace
+from mpicomm.core import clock, flops, tags, trace
 from mpicomm.engine.base import Engine
 from mpicomm.engine.buckets import Bucket, plan_buckets
 from mpicomm.reducers.ring import (
@@ -185,6 +185,7 @@ class ZeroEngine(Engine):
                             part.bounds, self._scratch, tag=tags.RING_RS, largest=part.largest)
         self._count("reduce-scatter", b, t0)
         self.grads[part.lo : part.hi] *= self._scale  # the mean, on this rank's piece only
+        flops.scale(part.hi - part.lo)
 
     def _allgather(self, part: _Part) -> None:
         b = part.bucket

@@ -27,6 +27,7 @@ def dense(xp: Any, x: Any, W: Any, b: Any, out: Any) -> Any:
     """Write ``x·W + b`` into ``out`` and return it."""
     flops.matmul(xp, x, W, out)
     out += b
+    flops.charge(out.size, 2 * out.size + b.size)  # the bias add: one kernel
     return out
 
 
@@ -35,6 +36,7 @@ def dense_backward(xp: Any, x: Any, W: Any, dy: Any, dW: Any, db: Any,
     """Write dW = xᵀ·dy, db = Σ_rows dy and (unless ``dx`` is None) dx = dy·Wᵀ."""
     flops.matmul(xp, x.T, dy, dW)
     dy.sum(axis=0, out=db)
+    flops.charge(dy.size, dy.size + db.size)  # db: a column sum
     if dx is not None:
         flops.matmul(xp, dy, W.T, dx)
     return dx
@@ -42,10 +44,12 @@ def dense_backward(xp: Any, x: Any, W: Any, dy: Any, dW: Any, db: Any,
 
 def relu(xp: Any, z: Any, zero: Any = 0) -> Any:
     """Apply max(z, 0) in place and return z (``zero``: a typed 0, no casting buffer)."""
+    flops.charge(z.size, 2 * z.size)
     return xp.maximum(z, zero, out=z)
 
 
 def relu_backward(xp: Any, a: Any, da: Any, mask: Any, out: Any, zero: Any = 0) -> Any:
     """Write ``da · (a > 0)`` into ``out`` (``mask``: scratch like ``a``); ``out`` may be ``da``."""
     xp.greater(a, zero, out=mask)
+    flops.charge(2 * da.size, 5 * da.size, kernels=2)  # the mask, then da *= mask
     return xp.multiply(da, mask, out=out)

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core import clock, trace
+from mpicomm.core import clock, flops, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import link_from_env
@@ -99,6 +99,7 @@ def install(scale: float = 1.0) -> VirtualClock:
             raise ConfigError(f"compute_scale={scale:g}: a reducer of this process runs the "
                               f"virtual clock at {clk.scale:g}; close it first")
         clk = VirtualClock(scale)
+        clk.charge_cpu = not flops.active()  # a device model already installed keeps charging
         clock.set_source(clk.now, "virtual")
     return clk
 
@@ -333,7 +334,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         t0 = clk.enter(nbytes)
         reqs = [self.comm.Isend(buf, dest, tag)]  # its stamp leaves with the batch (``_flush``)
         clk.leave()
-        msg = _Msg(reqs, stamp, True, dest, tag, nbytes, t0, 0.0)
+        msg = _Msg(reqs, stamp, True, dest, tag, flops.wire_nbytes(buf), t0, 0.0)
         self._unbooked.append(msg)
         return msg
 
@@ -346,7 +347,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._flush()
         reqs = [self.stamps.Irecv(stamp, source, tag), self.comm.Irecv(buf, source, tag)]
         clk.leave()
-        return _Msg(reqs, stamp, False, source, tag, nbytes, t0, 0.0)
+        return _Msg(reqs, stamp, False, source, tag, flops.wire_nbytes(buf), t0, 0.0)
 
     def waitall(self, requests: list) -> None:
         clk = self.clock
@@ -395,7 +396,7 @@ class VirtualTransport(BlockingByRequests, Transport):
                 ready = [(q[0][0], q[0][1], r) for r, q in held.items() if q]
             start, end, src = min(ready)
             buf[...] = held[src].pop(0)[2]
-            at = self._arrive(start, end, buf.nbytes, src)
+            at = self._arrive(start, end, flops.wire_nbytes(buf), src)
         finally:
             t1 = clk.leave(at)
         self._count_recv(buf.nbytes, src)
@@ -429,6 +430,9 @@ class VirtualTransport(BlockingByRequests, Transport):
             c = self.cluster
             spec = c.inter if remote else c.intra
             p = comm.Get_size()
+            buf = next((a for a in args if isinstance(a, np.ndarray)), None)
+            if buf is not None:  # --precision: the payload at its width (core/flops.py)
+                nbytes = flops.wire_nbytes(buf)
             if isinstance(spec, MeasuredLink):
                 if self._cold() and spec.cold is not None:
                     spec = spec.cold
@@ -437,8 +441,8 @@ class VirtualTransport(BlockingByRequests, Transport):
                 local = p if not remote else (self.local if p == self.size else 1)
                 intra = c.link("intra")
                 inter = (c.inter.alpha_s, c.inter.beta * self.share)
-                took = mpi_collective_time(kind, nbytes, p, local, intra, inter,
-                                           c.gamma_s_per_byte)
+                gamma = flops.gamma() if flops.active() else c.gamma_s_per_byte
+                took = mpi_collective_time(kind, nbytes, p, local, intra, inter, gamma)
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)

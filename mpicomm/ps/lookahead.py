@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import flops
+
 __all__ = ["LookAheadMomentum"]
 
 RESUM = 256
@@ -65,9 +67,12 @@ class LookAheadMomentum:
             np.add.reduce(self.v, axis=0, out=self.V)
         np.multiply(vi, lr, out=d)                    # 3. p −= η·v_i
         self.p -= d
+        n, k = g.size, 7 if self.wd else 5  # kernels of 2-3 values each (the resum: rare)
+        flops.charge(k * n, (3 * k - 2) * n, k + 1)
 
     def reply(self, lr: float) -> np.ndarray:
         """Step 4: fill and return the look-ahead parameters p̂ = p − η·μ·V."""
         np.multiply(self.V, lr * self.mu, out=self.ahead)
         np.subtract(self.p, self.ahead, out=self.ahead)
+        flops.charge(2 * self.p.size, 5 * self.p.size, 2)
         return self.ahead

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, trace
+from mpicomm.core import clock, flops, trace
 from mpicomm.ps import protocol as P
 from mpicomm.ps.lookahead import LookAheadMomentum
 from mpicomm.ps.sharding import Layout
@@ -150,6 +150,7 @@ class PSServer:
                     self.lookahead.push(i, self.g, self._lr)
                 else:
                     self.g *= 1.0 / self.W
+                    flops.scale(self.g.size)
                     self.update(self._lr)
                 _traced(f"apply push of worker {i}", t0)
                 self.pushed[i] += 1
@@ -180,6 +181,8 @@ class PSServer:
         self.codec.encode(self.delta, msg)
         self.codec.decode(msg, self.delta)
         self.view[i] += self.delta  # exactly what the worker adds to its parameters
+        flops.charge(sent.size, 3 * sent.size)  # the subtraction (the add: below)
+        flops.add(sent.size)
         return msg
 
     def _release(self) -> None:
@@ -206,7 +209,9 @@ class PSServer:
             np.add.reduce(self.rows, axis=0, out=self.g)
         else:  # a worker has left early (sync workers normally all run the same steps)
             np.add.reduce(self.rows[who], axis=0, out=self.g)
+        flops.charge(self.g.size * (who.size - 1), self.g.size * (who.size + 1))  # one pass
         self.g *= 1.0 / self.W
+        flops.scale(self.g.size)
         self.update(self._lr)
         _traced(f"apply step {self.version}", t0)
         self.pushed[who] += 1

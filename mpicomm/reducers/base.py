@@ -78,7 +78,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.codecs import ErrorFeedback, Wire, make_codec
-from mpicomm.core import clock, nvtx
+from mpicomm.core import clock, flops, nvtx
 from mpicomm.core.backend import (
     HostStage,
     check_buffer,
@@ -91,6 +91,7 @@ from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions, parse_compress
 from mpicomm.core.topology import node_map
+from mpicomm.costmodel import device
 from mpicomm.p2p import Transport, hold_clock, make_transport, release_clock, stall
 from mpicomm.reducers.stats import ReduceStats
 
@@ -233,7 +234,12 @@ class Reducer:
         ``"wall"`` beside a running virtual clock, or a virtual-clock option under the wall
         clock, is refused (``ConfigError``): it could not take effect."""
         if options.clock == "virtual":
-            return hold_clock(options.compute_scale)
+            held = hold_clock(options.compute_scale)
+            device.install(options.accelerator, options.precision)  # the compute model
+            return held
+        if clock.virtual() is None and (options.accelerator is not None
+                                        or options.precision != "fp32"):
+            device.install(options.accelerator, options.precision)  # refused: the wall clock
         if options.clock == "wall" and clock.virtual() is not None:
             raise ConfigError("clock='wall': a virtual clock runs in this process (a command's, "
                               "or a reducer's not yet closed); close that reducer first")
@@ -427,6 +433,7 @@ class Reducer:
         else:
             if scale is not None:  # before the first step: no partial sum outgrows an input
                 host *= scale
+                flops.scale(host.size)
             self._allreduce(host, None)
         if not on_host:
             self._stage.to_device(host, flat)

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.core import tags
+from mpicomm.core import flops, tags
 from mpicomm.core.backend import sync_device
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import parse_compress
@@ -193,6 +193,7 @@ class HierarchicalReducer(Reducer):
         if scale is not None:
             own = flat[plan.node_bounds[l] : plan.node_bounds[l + 1]]
             own *= scale
+            flops.scale(own.size)
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
         # 4. intra-node allgather (a wire encodes per virtual segment: see the module doc)
@@ -271,6 +272,7 @@ class HierarchicalReducer(Reducer):
             if scale is not None:
                 own = flat[bounds[j] : bounds[j + 1]]
                 own *= scale
+                flops.scale(own.size)
                 if not isinstance(flat, np.ndarray):
                     sync_device(own)
             ring_allgather(p2p, ring, j, flat, bounds, tag=_TAG_INTRA_AG)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.core import tags
+from mpicomm.core import flops, tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.costmodel.algos import channel_rings
 from mpicomm.reducers.base import Reducer
@@ -122,6 +122,7 @@ class MultiRingReducer(Reducer):
         if self.size == 1 or flat.size == 0:
             if scale is not None:
                 flat *= scale
+                flops.scale(flat.size)
             return
         plan = self._plan(flat)
         on_device = not isinstance(flat, np.ndarray)
@@ -132,6 +133,7 @@ class MultiRingReducer(Reducer):
             for c, q in enumerate(self._pos):
                 own = flat[plan.bounds[c][q]:plan.bounds[c][q + 1]]
                 own *= scale
+                flops.scale(own.size)
             if on_device:
                 sync_device(flat)
         for k in range(self.size - 1):  # 4. allgather
@@ -153,6 +155,7 @@ class MultiRingReducer(Reducer):
         p2p.waitall(reqs)
         for mine, got in adds:
             np.add(mine, got, out=mine)
+            flops.add(mine.size)
         if on_device:  # the sums are sent next step and the scratch is reused
             sync_device(flat)
 

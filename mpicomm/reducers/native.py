@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from mpicomm.core import flops
 from mpicomm.reducers.base import Reducer
 
 
@@ -47,6 +48,7 @@ class NativeReducer(Reducer):
                             MPI.IN_PLACE, flat, MPI.SUM)
         if scale is not None:
             flat *= scale
+            flops.scale(flat.size)
         nbytes = (2 * (p - 1) * flat.nbytes) // p
         right, left = self._inter
         self.p2p.account(nbytes, nbytes, nbytes if right else 0, nbytes if left else 0)

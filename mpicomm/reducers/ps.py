@@ -58,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.core import tags
+from mpicomm.core import flops, tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.core.codes import CODE_DTYPES, DTYPE_CODES, DTYPE_NAMES, OP_MEAN, OP_NAMES, OP_SUM
 from mpicomm.core.errors import ConfigError
@@ -212,6 +212,7 @@ class ParameterServerReducer(Reducer):
                 for i in range(len(others)):
                     if wire is None:
                         np.add(mine, plan.rows[i, :m], out=mine)
+                        flops.add(m)
                     else:
                         wire.decode_add(wire.slot(i, nb(m)), mine)
                 if not isinstance(flat, np.ndarray):  # the next piece's Irecv reuses rows
@@ -220,6 +221,7 @@ class ParameterServerReducer(Reducer):
         if self.shard is not None:
             if scale is not None:
                 own *= scale
+                flops.scale(own.size)
             sync_device(own)
             if wire is not None:  # the server keeps exactly what the workers decode
                 send_own = wire.seal(own, "pull")
@@ -285,6 +287,7 @@ class ParameterServerReducer(Reducer):
                 codec.decode_add(rows[i * slot :], ks[sh], own)
             if scale is not None:
                 own *= scale
+                flops.scale(own.size)
             nz = np.flatnonzero(own).astype(np.int32)
             c = counts[sh] = nz.size
             msg = pulls[sh * cap :]
@@ -354,8 +357,10 @@ class ParameterServerReducer(Reducer):
             p2p.waitall([p2p.irecv(rows[i], w, _TAG_PUSH) for i, w in enumerate(self.workers)])
             acc = plan.acc
             np.add.reduce(rows, axis=0, out=acc)
+            flops.charge(acc.size * (W - 1), acc.size * (W + 1))  # one pass over W rows
             if opcode == OP_MEAN:
                 acc *= 1.0 / W
+                flops.scale(acc.size)
             # 3. answer the pulls
             p2p.waitall([p2p.isend(acc, w, _TAG_PULL) for w in self.workers])
             self.stats.add(time.perf_counter() - t0)

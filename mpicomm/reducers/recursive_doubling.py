@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.core import tags
+from mpicomm.core import flops, tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.reducers.base import Reducer
 
@@ -119,6 +119,7 @@ class RecursiveDoublingReducer(Reducer):
             p2p.recv(tmp, self._below, _TAG_FOLD)
             if wire is None:
                 np.add(flat, tmp, out=flat)
+                flops.add(flat.size)
             else:
                 wire.decode_add(tmp, flat)
         # 2. lg pof2 rounds: swap the whole buffer with the partner, add
@@ -130,12 +131,14 @@ class RecursiveDoublingReducer(Reducer):
                 if wire is None:
                     p2p.sendrecv(flat, partner, tmp, partner, _TAG_EXCHANGE)
                     np.add(flat, tmp, out=flat)
+                    flops.add(flat.size)
                 else:  # both partners add the same two rounded values
                     p2p.sendrecv(wire.seal(flat, "send"), partner, tmp, partner, _TAG_EXCHANGE)
                     wire.decode_add(tmp, flat)
         # 3. mean (a rank that sat out gets the scaled result in step 4)
         if scale is not None and self._above is None:
             np.multiply(flat, scale, out=flat)
+            flops.scale(flat.size)
         if on_device:
             sync_device(flat)
         sealed = None

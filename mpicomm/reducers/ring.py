@@ -53,7 +53,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mpicomm.core import tags, trace
+from mpicomm.core import flops, tags, trace
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.p2p import Transport
 from mpicomm.reducers.base import Reducer
@@ -103,6 +103,7 @@ def _exchange_add(p2p: Transport, send, mine, scratch, right: int, left: int, ta
     got = scratch[: mine.size]
     p2p.sendrecv(send, right, got, left, tag)
     np.add(mine, got, out=mine)
+    flops.add(mine.size)
     if on_device:  # scratch is reused next and `mine` may be sent next: the kernel must finish
         sync_device(mine)
 
@@ -219,9 +220,11 @@ def direct_ring(reducer: RingReducer, comm, bounds: list[int], scratch, scale: f
             sendrecv(flat[slo:shi], right, t_rs, got, left, t_rs)
             mine = flat[rlo:rhi]
             add(mine, got, out=mine)
+            flops.add(mine.size)
         if factor is not None:  # 2.
             own = flat[own_lo:own_hi]
             mul(own, factor, out=own)
+            flops.scale(own.size)
         for slo, shi, rlo, rhi in ag:  # 3.
             sendrecv(flat[slo:shi], right, t_ag, flat[rlo:rhi], left, t_ag)
         if counting:
@@ -296,6 +299,7 @@ class RingReducer(Reducer):
         if self.size == 1 and wire is None:
             if scale is not None:
                 flat *= scale
+                flops.scale(flat.size)
             return
         bounds, scratch, largest = self._plan(flat)
         ring_reduce_scatter(
@@ -305,6 +309,7 @@ class RingReducer(Reducer):
         if scale is not None:
             own = flat[bounds[self.rank] : bounds[self.rank + 1]]
             own *= scale
+            flops.scale(own.size)
             if not isinstance(flat, np.ndarray):
                 sync_device(own)
         ring_allgather(self.p2p, self._ring, self.rank, flat, bounds, tag=tags.RING_AG, wire=wire)

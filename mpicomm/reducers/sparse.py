@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mpicomm.core import flops
+
 __all__ = ["SlotBuffer", "add_slots"]
 
 
@@ -35,3 +37,4 @@ def add_slots(buf: np.ndarray, slots: int, slot_bytes: int, k: int, codec, out: 
         codec.decode_add(buf[s * slot_bytes : (s + 1) * slot_bytes], k, out)
     if scale is not None:
         out *= scale
+        flops.scale(out.size)

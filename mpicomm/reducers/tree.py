@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.core import tags
+from mpicomm.core import flops, tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.costmodel.algos import (
     double_binary_tree,
@@ -163,8 +163,10 @@ class TreeReducer(Reducer):
             for up, chunk, got, t in posted:
                 for g in got:
                     np.add(chunk, g, out=chunk)
+                    flops.add(chunk.size)
                 if up < 0 and scale is not None:
                     chunk *= scale
+                    flops.scale(chunk.size)
                 if on_device:
                     sync_device(chunk)
                 if up >= 0:

@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock, flops, nvtx, trace
+from mpicomm.core import clock, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.core.gpu import use_local_device
 from mpicomm.core.topology import spans_world
+from mpicomm.costmodel import device
 from mpicomm.engine import Engine, GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.nn import MLP, layer_tensors
@@ -82,7 +83,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     model's, on the host; a split model's parts gather them: pass ``keep`` on every rank).
     """
     comm = metrics.world() if comm is None else comm
-    flops.use(cfg.flop_rate)  # --flop-rate: refused under the wall clock, before any message
+    device.install(cfg.accelerator, cfg.precision, cfg.flop_rate)  # refused on the wall clock
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)

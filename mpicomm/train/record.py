@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import clock
+from mpicomm.core import clock, flops
 from mpicomm.engine import plan_buckets
 from mpicomm.nn import layer_tensors, num_params
 from mpicomm.train import metrics, ps_timeline, slow_rank
@@ -96,6 +96,8 @@ class RunRecord:
     checkpoint_s: float
     reducer: dict
     clock: str                       # mpicomm.core.clock.name(): "wall" or "virtual"
+    device: dict | None = None       # the modelled device charging compute (core.flops.describe);
+                                     # None: this host's time (wall, or --accelerator host)
     optimizer_state_bytes: int = 0   # momentum bytes held, the most any rank holds (ZeRO: a shard)
     wait_mean_s_by_rank: list = field(default_factory=list)
     last_to_arrive_by_rank: list = field(default_factory=list)
@@ -162,7 +164,7 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         scaling_efficiency=sps / (W * world.parts * baseline_sps) if baseline_sps else None,
         resumed_from_step=job.start_step if cfg.resume else None,
         checkpoint_s=float(out["checkpoint_s"]), reducer=world.reducer.describe(),
-        clock=clock.name(),
+        clock=clock.name(), device=flops.describe(),
     )
     held = job.velocity.nbytes if world.is_worker and job.velocity is not None else 0
     rec.optimizer_state_bytes = int(metrics.max_over_ranks(comm, np.array([held]))[0])

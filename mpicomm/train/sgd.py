@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mpicomm.core import flops
+
 __all__ = ["SGD"]
 
 
@@ -32,3 +34,5 @@ class SGD:
             v += g
         self.xp.multiply(v, lr, out=g)
         p -= g
+        n = p.size  # kernels of 2-3 values each: v*=, v+=, (wd: g=p*wd, v+=), g=v*lr, p-=
+        flops.charge((6 if self.wd else 4) * n, (15 if self.wd else 10) * n, 6 if self.wd else 4)
