@@ -22,6 +22,34 @@ def test_sizes_and_units():
         size_list(64, 8, 2)
 
 
+def test_size_units_as_documented():
+    """docs/bench.md "Units": a bare suffix and KiB/MiB are binary, KB/MB decimal; through the
+    real parser of bench (-b, -e) and the reducer option --crossover-bytes (failed before:
+    100MB read as 104,857,600)."""
+    from mpicomm.cli.main import build_parser
+
+    parser = build_parser()
+    for text, want in (("100M", 104_857_600), ("100MiB", 104_857_600), ("100MB", 100_000_000),
+                       ("8", 8), ("4K", 4096), ("4KiB", 4096), ("4KB", 4000), ("1G", 1 << 30),
+                       ("1GB", 10**9), ("1.5K", 1536)):
+        args = parser.parse_args(["bench", "-b", text, "-e", text, "--crossover-bytes", text])
+        assert (args.minbytes, args.maxbytes, args.crossover_bytes) == (want, want, want), text
+    assert parse_bytes("64M") == 1 << 26 and parse_bytes(4096) == 4096
+    for bad, hint in (("100Mb", "bits"), ("1.3", "whole number"), ("64X", r"100MB \(decimal\)"),
+                      ("", "4K")):
+        with pytest.raises(ValueError, match=hint):
+            parse_bytes(bad)
+
+
+def test_size_units_refused_in_one_line(capsys):
+    from mpicomm.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["bench", "-b", "100Mb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "reads as bits" in err[-1] and "MiB" in err[-1]
+
+
 def test_tile_and_count_wrong():
     block = rank_block(1, 0, 0)
     assert block.min() >= -4 and block.max() <= 4 and np.all(block == np.round(block))

@@ -96,7 +96,7 @@ class TrainConfig(ReducerFields):
                                         # efficiency
     json: str | None = None             # write results as JSON here
     blas_threads: int = 1               # BLAS threads per rank (0 = leave the library default)
-    bucket_mb: float = 25.0             # engine: bucket size in MB (MiB), as DDP; 0 = one
+    bucket_mb: float = 25.0             # engine: bucket size in MiB (DDP's bucket_cap_mb); 0 = one
                                         # allreduce per weight and per bias
     overlap: bool = True                # engine: reduce full buckets during backward
     overlap_forward: bool = False       # engine: also hide the buckets still reducing when
