@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from mpicomm.analysis.reading import legend
+from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
 from mpicomm.core.topology import spans_world
@@ -545,7 +547,9 @@ def run(args: argparse.Namespace) -> int:
         if not record["steps"]:
             print(f"nothing to train: the checkpoint is at step {record['resumed_from_step']} "
                   f"of --steps {cfg.steps}")
-        print(format_table([record]))
+        print(format_table([record], width=None if cfg.wide else WIDTH))
+        if cfg.legend:
+            print("\n".join(legend(shown_columns([record], None if cfg.wide else WIDTH)[0])))
         if record.get("slow_rank_note"):
             print(record["slow_rank_note"])
         if record["steps_timed"]:
