@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
-    params = measure(world, max(cfg.sizes), args.ranks_per_node)
+    params = measure(world, max(cfg.sizes), args.ranks_per_node, progress="model: measuring")
     if clock.virtual() is not None:  # the virtual clock's link model, both classes
         params = virtual.model_params(params)
     else:
