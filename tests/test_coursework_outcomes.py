@@ -5,7 +5,15 @@ fails here, so the page is updated with it. The virtual-time outcomes are checke
 tests/p2p/test_virtual_outcomes.py (slow tier).
 """
 
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from mpi_harness import launcher_env
 
 from mpicomm.costmodel.cluster_predict import cluster_time
 from mpicomm.costmodel.profiles import cluster
@@ -52,3 +60,58 @@ def test_exercise_4_hierarchy_at_1024_ranks(profile, ring_ms, hier_ms):
                                                                        profile)
     assert ring * 1e3 == pytest.approx(ring_ms, rel=0.01)
     assert hier * 1e3 == pytest.approx(hier_ms, rel=0.02)
+
+
+# ------------------------------------------------- the exercises' own commands, run as written
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "coursework.md"
+
+
+def exercise_commands(number: int) -> list[str]:
+    """The commands of exercise ``number``'s fenced sh blocks on docs/coursework.md."""
+    text = PAGE.read_text()
+    start = text.index(f"\n## {number}. ")
+    end = text.find("\n## ", start + 1)
+    section = text[start:end if end > 0 else None]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    return [ln for b in blocks for ln in b.replace("\\\n", " ").splitlines() if ln.strip()]
+
+
+def run_command(cmd: str, tmp_path: Path, timeout: float = 600) -> str:
+    """Run a page's command in ``tmp_path`` (the venv's mpiexec and python), twice in a row;
+    return the first run's stdout after checking both exit 0. The outcome checks below
+    hold for both runs (determinism: the same result twice)."""
+    argv = shlex.split(cmd)
+    bin_dir = Path(sys.executable).parent
+    argv = [str(bin_dir / "mpiexec") if a == "mpiexec" else sys.executable if a == "python"
+            else a for a in argv]
+    env = {**os.environ, **launcher_env(str(bin_dir / "mpiexec")), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    assert done.returncode == 0, f"`{cmd}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def _rows(table: str) -> dict[str, tuple[float, str]]:
+    """``model --predict --table`` rows: strategy -> (time in ms, the line)."""
+    rows = {}
+    for line in table.splitlines():
+        m = re.match(r"\s+\d+\s+\d+\s+\d+\s+(\S+)\s+([\d.]+) (us|ms|s)\b", line)
+        if m:
+            rows[m.group(1)] = (float(m.group(2)) * {"us": 1e-3, "ms": 1, "s": 1e3}[m.group(3)],
+                                line)
+    return rows
+
+
+@pytest.mark.slow  # four predictions in subprocesses (~25 s on a loaded host)
+def test_exercise_4_commands_print_the_stated_ratios(tmp_path):
+    """The page said 7.9x and 1.16x but its commands, without --table, printed neither."""
+    (dgx, eth, _measure) = exercise_commands(4)
+    for cmd, ring_ms, hier_ms, ratio, rel in ((dgx, 16.8, 2.12, 7.95, 0.01),
+                                              (eth, 237, 205, 1.16, 0.02)):
+        outs = [run_command(cmd, tmp_path) for _ in range(2)]
+        assert outs[0] == outs[1]  # a prediction: the same text twice
+        rows = _rows(outs[0])
+        assert rows["ring"][0] == pytest.approx(ring_ms, rel=rel), rows
+        assert rows["hierarchical"][0] == pytest.approx(hier_ms, rel=rel), rows
+        said = re.search(r"hierarchical [\d.]+ m?s; next ring ([\d.]+)x slower", outs[0])
+        assert said and float(said.group(1)) == pytest.approx(ratio, abs=0.01), outs[0]
