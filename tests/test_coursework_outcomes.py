@@ -5,6 +5,7 @@ fails here, so the page is updated with it. The virtual-time outcomes are checke
 tests/p2p/test_virtual_outcomes.py (slow tier).
 """
 
+import json
 import os
 import re
 import shlex
@@ -84,7 +85,8 @@ def run_command(cmd: str, tmp_path: Path, timeout: float = 600) -> str:
     bin_dir = Path(sys.executable).parent
     argv = [str(bin_dir / "mpiexec") if a == "mpiexec" else sys.executable if a == "python"
             else a for a in argv]
-    env = {**os.environ, **launcher_env(str(bin_dir / "mpiexec")), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, **launcher_env(str(bin_dir / "mpiexec")),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
                           env=env)
     assert done.returncode == 0, f"`{cmd}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
@@ -115,3 +117,40 @@ def test_exercise_4_commands_print_the_stated_ratios(tmp_path):
         assert rows["hierarchical"][0] == pytest.approx(hier_ms, rel=rel), rows
         said = re.search(r"hierarchical [\d.]+ m?s; next ring ([\d.]+)x slower", outs[0])
         assert said and float(said.group(1)) == pytest.approx(ratio, abs=0.01), outs[0]
+
+
+def run_for_json(cmd: str, tmp_path: Path) -> dict:
+    """Run a page's command that writes ``--json FILE``; return its first result record."""
+    run_command(cmd, tmp_path)
+    name = shlex.split(cmd)[shlex.split(cmd).index("--json") + 1]
+    return json.loads((tmp_path / name).read_text())["results"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", [1, 2])  # twice in a row: the same outcome
+def test_exercise_5_fusion_outcome(tmp_path, attempt):
+    """The page said 3.5-4.0x; two runs read 2.6x and 3.8x (CPU time). What it states now:
+    the same bytes, 98 calls against 1, comm >= 5x smaller, the step >= 1.8x shorter."""
+    unfused_cmd, fused_cmd = exercise_commands(5)
+    unfused, fused = run_for_json(unfused_cmd, tmp_path), run_for_json(fused_cmd, tmp_path)
+    assert unfused["bytes_per_step"] == fused["bytes_per_step"] == 801_320
+    assert (unfused["allreduce_calls_per_step"], fused["allreduce_calls_per_step"]) == (98, 1)
+    assert unfused["comm_total_s"] >= 5 * fused["comm_total_s"], (unfused, fused)
+    assert unfused["step_time_mean_s"] >= 1.8 * fused["step_time_mean_s"], (unfused, fused)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_exercise_11_pipeline_outcome(tmp_path, attempt):
+    """1F1B's step was longer than GPipe's and the page did not say why: the same bubble, and
+    a gap that is the compute gap (CPU time of interleaved forward and backward)."""
+    gpipe, f1b = (run_for_json(c, tmp_path) for c in exercise_commands(11))
+    for rec in (gpipe, f1b):
+        assert rec["boundary_bytes_per_step"] == [262_144] * 3  # per stage boundary
+        assert rec["bubble_slots"] == pytest.approx(3 / 11)
+        assert rec["bubble_measured"] < 3 / 11
+    assert list(gpipe["peak_microbatches_by_stage"]) == [8, 8, 8, 8]
+    assert list(f1b["peak_microbatches_by_stage"]) == [4, 3, 2, 1]
+    assert abs(gpipe["bubble_measured"] - f1b["bubble_measured"]) < 0.02
+    gap = f1b["step_time_mean_s"] - gpipe["step_time_mean_s"]
+    assert gap == pytest.approx(f1b["compute_s"] - gpipe["compute_s"], abs=0.15e-3), (gpipe, f1b)
