@@ -183,3 +183,36 @@ def test_exercise_8_figure_2_in_virtual_time(tmp_path, attempt):
     ps_growth = times[("ps", 8)] / times[("ps", 4)]
     ring_growth = times[("ring", 8)] / times[("ring", 4)]
     assert ps_growth == pytest.approx(7 / 3, rel=0.2) and ps_growth > ring_growth, times
+
+
+def _json_of(cmd: str, tmp_path: Path) -> dict:
+    run_command(cmd, tmp_path, timeout=1200)
+    name = shlex.split(cmd)[shlex.split(cmd).index("--json") + 1]
+    return json.loads((tmp_path / name).read_text())
+
+
+@pytest.mark.slow
+def test_exercise_10_zero_outcome_twice(tmp_path):
+    """20-step runs with compute as CPU time spread 16-19% and the winner flipped; with the
+    matmuls charged by flops and the rest scaled to ~0, the times are the model's: ring and
+    ps (S = 4) within 1%, the same in two runs; the bytes and the memory exact."""
+    strategies_cmd, layouts_cmd = exercise_commands(10)
+    first, second = (_json_of(strategies_cmd, tmp_path) for _ in range(2))
+    speeds = []
+    for doc in (first, second):
+        by = {r["strategy"]: r for r in doc["results"]}
+        assert by["ps"]["samples_per_sec"] == pytest.approx(by["ring"]["samples_per_sec"],
+                                                            rel=0.01), by
+        for r in by.values():
+            assert r["bytes_per_step"] == pytest.approx(2_396_220, abs=1_000)
+        speeds.append([by[s]["samples_per_sec"] for s in ("ring", "ps")])
+    assert speeds[0] == pytest.approx(speeds[1], rel=0.005), speeds  # the same twice
+    layouts = [_json_of(layouts_cmd, tmp_path) for _ in range(2)]
+    for doc in layouts:
+        by = {r["layout"]: r for r in doc["results"]}
+        assert {k: by[k]["optimizer_state_bytes"] for k in by} == {
+            "dp": 1_597_480, "zero": 399_372, "zero2": 399_372}, by  # ceil(n/4 elements)
+        assert {by[k]["param_bytes"] for k in by} == {1_597_480}
+        assert {round(by[k]["bytes_per_step"], -3) for k in by} == {2_396_000}
+    a, b = ([r["samples_per_sec"] for r in d["results"]] for d in layouts)
+    assert a == pytest.approx(b, rel=0.005)
