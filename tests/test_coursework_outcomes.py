@@ -216,3 +216,34 @@ def test_exercise_10_zero_outcome_twice(tmp_path):
         assert {round(by[k]["bytes_per_step"], -3) for k in by} == {2_396_000}
     a, b = ([r["samples_per_sec"] for r in d["results"]] for d in layouts)
     assert a == pytest.approx(b, rel=0.005)
+
+
+def _table_rows(text: str) -> dict[tuple[int, int, str], tuple[str, ...]]:
+    """``model --predict --table`` rows: (ranks, bytes, strategy) -> the row's other cells."""
+    rows = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) > 5 and not line.startswith("#") and cells[0].isdigit():
+            rows[(int(cells[0]), int(cells[2]), cells[3])] = tuple(cells[4:])
+    return rows
+
+
+@pytest.mark.slow
+def test_exercises_1_and_3_commands_print_the_stated_outcomes(tmp_path):
+    """Exercise 1's cluster command names the crossovers, exercise 3's (with the --table the
+    page asks for) the busbw and latency shares the page states; each run twice, same text."""
+    dgx_1 = exercise_commands(1)[2]
+    outs = [run_command(dgx_1, tmp_path) for _ in range(2)]
+    assert outs[0] == outs[1]
+    assert "64 ranks: fastest recursive_doubling up to 4 MiB, ring from 8 MiB" in outs[0]
+    assert "1024 ranks: fastest recursive_doubling up to 32 MiB, ring from 64 MiB" in outs[0]
+    (ring_3,) = exercise_commands(3)
+    outs = [run_command(ring_3 + " --table", tmp_path) for _ in range(2)]
+    assert outs[0] == outs[1]
+    rows = _table_rows(outs[0])
+    busbw = {(p, n): float(rows[(p, n, "ring")][3]) for p, n, _ in rows}
+    for (p, n), want in {(16, 1 << 30): 46.8, (1024, 1 << 30): 39.7, (16, MiB): 16.3,
+                         (1024, MiB): 0.81}.items():
+        assert busbw[(p, n)] == pytest.approx(want, rel=0.01), (p, n, busbw)
+    shares = {p: rows[(p, MiB, "ring")][2] for p in (16, 1024)}
+    assert shares == {16: "33%", 1024: "96%"}, shares
