@@ -247,3 +247,13 @@ def test_exercises_1_and_3_commands_print_the_stated_outcomes(tmp_path):
         assert busbw[(p, n)] == pytest.approx(want, rel=0.01), (p, n, busbw)
     shares = {p: rows[(p, MiB, "ring")][2] for p in (16, 1024)}
     assert shares == {16: "33%", 1024: "96%"}, shares
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_exercise_12_tensor_parallel_bytes(tmp_path, attempt):
+    """Exercise 12: 2(T-1)/T·B·(512 + 10 + 512)·4 = 397,056 bytes of activations a step."""
+    (cmd,) = exercise_commands(12)
+    rec = run_for_json(cmd, tmp_path)
+    assert rec["model_parallel_bytes_per_step"] == 2 * 3 / 4 * 64 * (512 + 10 + 512) * 4 \
+        == 397_056
