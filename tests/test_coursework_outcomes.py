@@ -257,3 +257,19 @@ def test_exercise_12_tensor_parallel_bytes(tmp_path, attempt):
     rec = run_for_json(cmd, tmp_path)
     assert rec["model_parallel_bytes_per_step"] == 2 * 3 / 4 * 64 * (512 + 10 + 512) * 4 \
         == 397_056
+
+
+@pytest.mark.slow
+def test_exercise_9_what_compute_hides(tmp_path):
+    """Exercise 9: at 1,024 ranks the ring's 1 GiB allreduce outlasts 50 ms of compute (perfect
+    overlap leaves it exposed), hierarchical's does not (it would hide completely)."""
+    predict = exercise_commands(9)[0]
+    docs = [json.loads(run_command(predict, tmp_path) and (tmp_path / "hide.json").read_text())
+            for _ in range(2)]
+    assert docs[0]["results"] == docs[1]["results"]
+    at = {r["strategy"]: r for r in docs[0]["results"] if r["ranks"] == 1024}
+    assert at["ring"]["predicted_us"] > 50e3 > at["hierarchical"]["predicted_us"], at
+    for r in at.values():  # no overlap: compute + allreduce; perfect overlap: the larger
+        t = r["predicted_us"] / 1e3
+        assert r["step_time_ms"] == pytest.approx(50 + t)
+        assert r["step_time_overlap_ms"] == pytest.approx(max(50, t))
