@@ -232,6 +232,14 @@ def rec(strategy, workers, ranks, bytes_per_step, servers=None, dedicated=False,
             "reducer": {"servers": servers, "dedicated": dedicated}}
 
 
+def test_gap_note_speaks_of_cores_only_on_the_wall_clock():
+    """A virtual run was told its comm waited 'for a core' (wall-clock behaviour, issue 35)."""
+    assert report.gap_note([1.2, 1.5], virtual=True) == ""
+    virtual, wall = (report.gap_note([1.5, 2.2, 3.0], v) for v in (True, False))
+    assert virtual.startswith(" Measured runs 1.5-3.0x the model") and "no rank waits" in virtual
+    assert "with more ranks than cores, for a core" in wall and "for a core;" not in virtual
+
+
 def test_bytes_line_quotes_the_table_for_every_ps_placement():
     n = 1_597_480
     recs = [rec("ring", 4, 4, 1.5 * n), rec("ps", 4, 4, 1.5 * n, servers=[0, 1, 2, 3])]
