@@ -1,8 +1,9 @@
-"""The predicted outcomes docs/coursework.md states (exercises 1 to 4) come from the model.
+"""The outcomes docs/coursework.md states, checked by running the exercises' own commands.
 
-Each number below is the one the page prints; a change of the cluster model that moves it
-fails here, so the page is updated with it. The virtual-time outcomes are checked by
-tests/p2p/test_virtual_outcomes.py (slow tier).
+Predictions (exercises 1, 3, 4) run the page's ``model --predict`` commands in this process
+(default tier); a change of the cluster model that moves a number fails here, so the page is
+updated with it. Measured outcomes run the page's commands under mpiexec, twice in a row (slow
+tier); the page's table "Which test checks which outcome" lists them.
 """
 
 import json
@@ -23,15 +24,25 @@ MiB = 1 << 20
 DGX, ETH = cluster("dgx-h100-ib400"), cluster("ethernet-25g")
 
 
-def _busbw(seconds: float, n: int, p: int) -> float:
-    return n * 2 * (p - 1) / p / seconds / 1e9
+def predicted(cmd: str, tmp_path: Path) -> list[dict]:
+    """The rows a page's ``model --predict`` command computes, in this process (its own
+    argv through the real parser, ``--json`` into ``tmp_path``)."""
+    from mpicomm.bench.predict import run_predict
+    from mpicomm.cli.main import build_parser
+
+    argv = shlex.split(cmd.split("python -m mpicomm ", 1)[1])
+    args = build_parser().parse_args([*argv, "--json", str(tmp_path / "p.json")])
+    assert run_predict(args) == 0
+    return json.loads((tmp_path / "p.json").read_text())["results"]
 
 
 @pytest.mark.parametrize("p, crossover", [(64, 8 * MiB), (1024, 64 * MiB)])
-def test_exercise_1_ring_overtakes_recursive_doubling(p, crossover):
-    sizes = [MiB << k for k in range(11)]  # 1 MiB .. 1 GiB, -f 2
-    ring_wins = [cluster_time("ring", p, n, DGX) < cluster_time("recursive_doubling", p, n, DGX)
-                 for n in sizes]
+def test_exercise_1_ring_overtakes_recursive_doubling(p, crossover, tmp_path, capsys):
+    """The page's cluster command: the ring first wins at 8 MiB on 64 ranks, 64 MiB on 1,024."""
+    rows = [r for r in predicted(exercise_commands(1)[2], tmp_path) if r["ranks"] == p]
+    t = {(r["strategy"], r["bytes"]): r["predicted_us"] for r in rows}
+    sizes = sorted({n for _, n in t})
+    ring_wins = [t[("ring", n)] < t[("recursive_doubling", n)] for n in sizes]
     assert sizes[ring_wins.index(True)] == crossover
     assert all(ring_wins[ring_wins.index(True):])  # and keeps winning above it
 
@@ -50,17 +61,18 @@ def test_exercise_2_one_server_on_ethernet(p, ps_ms, ps_eff, ring_eff):
 
 @pytest.mark.parametrize("p, n, busbw", [(16, 1 << 30, 46.8), (1024, 1 << 30, 39.7),
                                          (16, MiB, 16.3), (1024, MiB, 0.81)])
-def test_exercise_3_ring_busbw(p, n, busbw):
-    assert _busbw(cluster_time("ring", p, n, DGX), n, p) == pytest.approx(busbw, rel=0.01)
+def test_exercise_3_ring_busbw(p, n, busbw, tmp_path, capsys):
+    rows = predicted(exercise_commands(3)[0], tmp_path)
+    (row,) = [r for r in rows if (r["ranks"], r["bytes"], r["strategy"]) == (p, n, "ring")]
+    assert row["busbw_gbps"] == pytest.approx(busbw, rel=0.01)
 
 
-@pytest.mark.parametrize("profile, ring_ms, hier_ms", [(DGX, 16.8, 2.12), (ETH, 237, 205)])
-def test_exercise_4_hierarchy_at_1024_ranks(profile, ring_ms, hier_ms):
-    n = 256 * MiB
-    ring, hier = cluster_time("ring", 1024, n, profile), cluster_time("hierarchical", 1024, n,
-                                                                       profile)
-    assert ring * 1e3 == pytest.approx(ring_ms, rel=0.01)
-    assert hier * 1e3 == pytest.approx(hier_ms, rel=0.02)
+@pytest.mark.parametrize("which, ring_ms, hier_ms", [(0, 16.8, 2.12), (1, 237, 205)])
+def test_exercise_4_hierarchy_at_1024_ranks(which, ring_ms, hier_ms, tmp_path, capsys):
+    rows = predicted(exercise_commands(4)[which], tmp_path)
+    t = {r["strategy"]: r["predicted_us"] / 1e3 for r in rows}
+    assert t["ring"] == pytest.approx(ring_ms, rel=0.01)
+    assert t["hierarchical"] == pytest.approx(hier_ms, rel=0.02)
 
 
 # ------------------------------------------------- the exercises' own commands, run as written

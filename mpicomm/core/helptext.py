@@ -65,7 +65,7 @@ PRIMARY = frozenset({
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "compare": (
         "mpiexec -n 4 python -m mpicomm compare",
-        "mpiexec -n 8 python -m mpicomm compare --clock virtual --ranks-per-node 4",
+        "mpiexec -n 8 python -m mpicomm compare --profile dgx-h100-ib400",
         "mpiexec -n 4 python -m mpicomm compare --strategies ring,ps --compress fp16",
         "mpiexec -n 4 python -m mpicomm compare --layouts dp,zero,pp2,tp2 --steps 50",
         "mpiexec -n 2 python -m mpicomm compare --repeats 5 --legend --json c.json",
@@ -74,12 +74,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "mpiexec -n 4 python -m mpicomm train --strategy ring",
         "mpiexec -n 4 python -m mpicomm train --strategy ps --ps-mode async",
         "mpiexec -n 4 python -m mpicomm train --strategy ring --inter-link 5us,1GB/s",
-        "mpiexec -n 8 python -m mpicomm train --clock virtual --trace t.json",
+        "mpiexec -n 8 python -m mpicomm train --profile dgx-h100-ib400 --trace t.json",
     ),
     "bench": (
         "mpiexec -n 2 python -m mpicomm bench -b 8 -e 128M -f 2",
         "mpiexec -n 4 python -m mpicomm bench --strategies native,ring --rounds 3",
-        "mpiexec -n 8 python -m mpicomm bench --clock virtual -b 1MiB -e 1GiB -f 4",
+        "mpiexec -n 8 python -m mpicomm bench --profile dgx-h100-ib400 -b 1MiB -e 1GiB",
         "mpiexec -n 2 python -m mpicomm bench -b 1MB -e 100MB -f 10 --json b.json",
     ),
     "model": (
@@ -150,6 +150,10 @@ def organise(p: argparse.ArgumentParser, command: str) -> None:
         target = groups[group_of(action.dest)]
         if action not in target._group_actions:
             target._group_actions.append(action)
+    for name, group in groups.items():  # in the order GROUPS lists them (--profile first)
+        order = GROUPS[name][1]
+        group._group_actions.sort(key=lambda a: order.index(a.dest) if a.dest in order
+                                  else len(order))
     p._action_groups[:] = [g for g in p._action_groups if g._group_actions]
 
 
