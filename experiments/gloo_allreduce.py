@@ -17,11 +17,7 @@ import json
 import os
 import time
 
-
-def parse_bytes(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.upper()
-    return int(t[:-1]) * units[t[-1]] if t[-1] in units else int(t)
+from mpicomm.core.units import parse_bytes  # the one size parser (docs/bench.md, "Units")
 
 
 def worker(rank: int, args: argparse.Namespace, port: int) -> None:

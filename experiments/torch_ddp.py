@@ -2,6 +2,7 @@
 
     mpiexec -n 4 python experiments/torch_ddp.py --strategy ring   # or ps, hierarchical, gloo
     mpiexec -n 2 python experiments/torch_ddp.py --strategy gloo,ring,ps --repeats 5
+    mpiexec -n 2 python experiments/torch_ddp.py --strategy gloo,ring --compress fp16
 
 Needs ``pip install 'mpicomm[torch,data]'``. Top to bottom:
 
@@ -9,7 +10,8 @@ Needs ``pip install 'mpicomm[torch,data]'``. Top to bottom:
 2. data: scikit-learn's digits, each rank its ``Shard`` of every global batch (as ``train``);
 3. per round, per strategy (strategies take turns, so load on a shared host hits all alike):
    the same seeded MLP wrapped in ``DistributedDataParallel``; ``gloo`` = DDP's own
-   allreduce (no hook), any other name = ``HookState(name)`` + ``comm_hook``;
+   allreduce (no hook), any other name = ``HookState(name, compress=--compress)`` +
+   ``comm_hook`` (``--compress fp16 | int8 | topk:RATIO`` on the wire; gloo never compresses);
    SGD with momentum; the first steps (DDP rebuilds its buckets after step 1) are untimed;
 4. a no-communication round (``ddp.no_sync()``) times compute alone, so every strategy's
    exposed comm share is ``1 − compute step / step`` — also for gloo, whose allreduce runs
@@ -31,7 +33,8 @@ import numpy as np
 from mpi4py import MPI
 
 NO_TORCH = ("torch_ddp.py: error: torch is not installed: pip install torch --index-url "
-            "https://download.pytorch.org/whl/cpu (the CPU wheel; docs/torch.md)")
+            "https://download.pytorch.org/whl/cpu (the CPU wheel), or offline from a wheel "
+            "folder: pip install --no-index --find-links DIR torch (docs/torch.md)")
 try:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -63,7 +66,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--servers", type=int, default=0, help="ps: servers (0 = one per rank)")
     p.add_argument("--ranks-per-node", type=int, default=None,
                    help="hierarchical: simulated node size (default: 2 on one host)")
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (MiB)")
+    p.add_argument("--compress", default="none",
+                   help="the hook's codec on the wire: none | fp16 | int8 | topk:RATIO[:noef] "
+                   "(docs/compression.md); gloo, DDP's own allreduce, never compresses")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--json", default=None, help="write the results here")
     return p.parse_args(argv)
@@ -80,12 +86,13 @@ def build_model(hidden: list[int], seed: int) -> torch.nn.Module:
 
 
 def hook_options(name: str, args: argparse.Namespace, comm: MPI.Comm) -> dict:
+    opts = {"compress": args.compress}
     if name == "ps":
-        return {"servers": args.servers or comm.Get_size()}
+        opts["servers"] = args.servers or comm.Get_size()
     if name == "hierarchical":
         one_host = len(set(comm.allgather(MPI.Get_processor_name()))) == 1
-        return {"ranks_per_node": args.ranks_per_node or (2 if one_host else None)}
-    return {}
+        opts["ranks_per_node"] = args.ranks_per_node or (2 if one_host else None)
+    return opts
 
 
 def run(name: str, args: argparse.Namespace, ds, comm: MPI.Comm) -> dict:
@@ -139,6 +146,7 @@ def run(name: str, args: argparse.Namespace, ds, comm: MPI.Comm) -> dict:
     p = comm.Get_size()
     return {
         "strategy": name, "ranks": p, "global_batch": args.batch_size * p,
+        "compress": "none" if state is None else args.compress,
         "samples_per_sec": args.batch_size * p * len(timed) / wall[0],
         "step_ms": 1e3 * mean_step[0] / p,  # median step, mean over ranks
         "hook_share": shares[0] / p,
@@ -165,7 +173,9 @@ def table(records: list[dict]) -> str:
     rows = [head]
     for r in records:
         hook = r["hook_share"]
-        rows.append([r["strategy"], str(r["ranks"]), f"{r['samples_per_sec']:,.0f}",
+        name = r["strategy"] + (f"+{r['compress']}" if r.get("compress", "none") != "none"
+                                else "")
+        rows.append([name, str(r["ranks"]), f"{r['samples_per_sec']:,.0f}",
                      f"{100 * r['spread']:.0f}%",
                      f"{r['samples_per_sec'] / gloo:.2f}" if gloo else "-",
                      f"{r['step_ms']:.3f}", f"{100 * r['comm_share']:.0f}%",
@@ -190,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--strategy: unknown {bad or '(empty)'}; valid: {', '.join(valid)}")
         if args.steps <= WARMUP or args.repeats < 1:
             raise ValueError(f"--steps must be > {WARMUP} and --repeats >= 1")
+        mpicomm.ReducerOptions.from_kwargs("torch_ddp", compress=args.compress)  # a bad codec
+        if args.compress != "none" and set(names) == {"gloo"}:
+            raise ValueError("--compress applies to the mpicomm hook, and gloo (DDP's own "
+                             "allreduce) never compresses: add a strategy such as ring, or "
+                             "drop --compress")
         ds = digits(64, 10, holdout=0.1, seed=args.seed)
         Shard(ds.x_train, ds.y_train, batch=args.batch_size, worker_rank=0,
               num_workers=comm.Get_size(), seed=args.seed)  # batch fits the data?

@@ -451,7 +451,7 @@ def test_an_absurd_rate_scale_or_delay_is_refused(make, says):
 
 
 def test_the_help_says_the_ranges():
-    res = subprocess.run([PY, "-m", "mpicomm", "train", "--help"], capture_output=True,
+    res = subprocess.run([PY, "-m", "mpicomm", "train", "--help-all"], capture_output=True,
                          text=True, timeout=60)
     text = " ".join(res.stdout.split())
     for words in ("latency 0-10 s, bandwidth 1 B/s-1 PB/s", "(1e-12 to 1e6)", "1e6 to 1e18",

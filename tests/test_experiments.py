@@ -156,6 +156,21 @@ def test_figure2_text_and_plot_from_records(tmp_path):
     assert open(png, "rb").read(4) == b"\x89PNG"
 
 
+def test_figure2_caption_says_which_clock():
+    """Figure 2 runs in virtual time (its runs give --ranks-per-node and a link), but its
+    caption blamed the link's sleeps and waiting for a core: wall-clock behaviour (issue 35)."""
+    from mpicomm.figures import catalog as F
+
+    docs = {(p, "1"): {"clock": "virtual", "results": [
+        _model_row("ring", 1000 * (1 + p / 8), 1000 * (1 + p / 8) * 0.5)]} for p in (2, 4, 8)}
+    assert F._fig2_virtual(docs) and not F._fig2_virtual({k: {"results": []} for k in docs})
+    virtual = F._fig2_text(F._fig2_rows(docs), 1 << 20, "100us,0.1GB/s", virtual=True)
+    wall = F._fig2_text(F._fig2_rows(docs), 1 << 20, "100us,0.1GB/s", virtual=False)
+    assert "sleeps" not in virtual and "wait for no core" in virtual, virtual
+    assert "modelled 100us,0.1GB/s link (virtual clock)" in virtual
+    assert "sleeps" in wall and "emulated 100us,0.1GB/s link" in wall
+
+
 def test_figure4_bytes_formula_and_text(tmp_path):
     pytest.importorskip("matplotlib")
     from mpicomm.figures import sweeps as S

@@ -249,7 +249,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", default="native",
                    help="strategy the 'vs' column compares to, when it is in the run")
     p.add_argument("-b", "--minbytes", type=parse_bytes, default="8",
-                   help="smallest message size in bytes (8, 4K, 1M)")
+                   help="smallest size: 8, 4K, 1M (binary, nccl-tests), 1MiB, 1MB (= 1e6)")
     p.add_argument("-e", "--maxbytes", type=parse_bytes, default="64M", help="largest message size")
     p.add_argument("-f", "--stepfactor", type=float, default=2.0, help="size multiplication factor")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size and round")

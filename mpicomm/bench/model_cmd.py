@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
-    params = measure(world, max(cfg.sizes), args.ranks_per_node)
+    params = measure(world, max(cfg.sizes), args.ranks_per_node, progress="model: measuring")
     charged = cluster_of(args, world.Get_size()) if clock.virtual() is not None else None
     if charged is None:  # the wall clock: the emulated classes over the measured links
         params = with_emulated_links(params, opts.inter_link, opts.intra_link)

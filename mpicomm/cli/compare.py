@@ -32,7 +32,7 @@ import numpy as np
 
 from mpicomm import costmodel
 from mpicomm.analysis import reading as report
-from mpicomm.analysis.report import COLUMNS
+from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.core import clock, flops
 from mpicomm.core.flags import add_cluster_flags, is_given
@@ -373,15 +373,18 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
         lines = [ln for ln in lines if not ln.startswith(("verdict:", "noise floor:"))]
         lines.insert(0, sharing)
     print()
-    print(T.format_table(records))
+    width = None if args.wide else WIDTH
+    print(T.format_table(records, width=width))
     print()
     print(_clock_line(cfg))  # the reading's times are in this clock (records hold "clock")
     for line in lines:
         print(line)
-    headers = [h for h, k, _ in COLUMNS if any(r.get(k) is not None for r in records)]
     print()
-    for line in report.legend(headers, explain=args.explain):
-        print(line)
+    if args.legend or args.explain:
+        for line in report.legend(shown_columns(records, width)[0], explain=args.explain):
+            print(line)
+    else:
+        print("(--legend: what each column means)")
     if args.json:
         vs, floor = report.verdicts(records, runs, cfg.seed)
         slim = [{k: v for k, v in r.items() if k != "step_times_s"} for r in records]

@@ -24,6 +24,7 @@ from types import ModuleType
 from mpicomm.cli import bench, compare, experiments, info, model, plot, train
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import GIVEN, given_dests
+from mpicomm.core.helptext import organise
 from mpicomm.core.outputs import check_outputs
 
 __all__ = ["main", "COMMANDS", "guarded"]
@@ -68,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="command", parser_class=RankZeroParser)
     sub.required = True
     for name, module in COMMANDS.items():
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=False)
         module.add_arguments(p)
+        organise(p, name)  # six groups, a brief --help with examples, --help-all
         p.set_defaults(_command=name)
     return parser
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 
+from mpicomm.analysis.reading import legend
+from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.core.flags import add_cluster_flags
 from mpicomm.core.topology import Topology
 from mpicomm.train import loop, metrics
@@ -80,7 +82,9 @@ def _report(cfg: TrainConfig, record: dict, topology: dict) -> None:
     if not record["steps"]:
         print(f"nothing to train: the checkpoint is at step {record['resumed_from_step']} "
               f"of --steps {cfg.steps}")
-    print(loop.format_table([record]))
+    print(loop.format_table([record], width=None if cfg.wide else WIDTH))
+    if cfg.legend:
+        print("\n".join(legend(shown_columns([record], None if cfg.wide else WIDTH)[0])))
     if record.get("slow_rank_note"):
         print(record["slow_rank_note"])
     if record["steps_timed"]:

@@ -6,8 +6,11 @@
     prog.done()                     # one unit finished (the bar advances)
     prog.close()
 
-tqdm is the optional extra ``[progress]``; without it, or when stdout is not a
-terminal (a log file, a test), one plain line per unit is printed. Units may
+tqdm is the optional extra ``[progress]``; without it, or when the output is not a
+terminal (a log file, a test), one plain line per unit is printed, never a carriage
+return. Under an MPI launcher (mpiexec, mpirun, srun: ``LAUNCHER_VARIABLES``) the rank's
+terminal may be the launcher's pseudo-terminal (Open MPI's), whose output lands in a log
+as carriage returns: plain lines there too. ``MPICOMM_PROGRESS=bar`` or ``lines`` decides. Units may
 carry weights (a bench size costs about its bytes), so the estimate of the time
 left is elapsed × remaining weight / finished weight. ``enabled=False`` (ranks
 other than 0) makes every call a no-op.
@@ -15,12 +18,27 @@ other than 0) makes every call a no-op.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
 from typing import TextIO
 
-__all__ = ["Progress", "fmt_seconds"]
+__all__ = ["Progress", "fmt_seconds", "use_bar", "LAUNCHER_VARIABLES"]
+
+# set in a rank's environment by MPICH/Hydra (PMI_*), Open MPI (OMPI_*), PMIx and Slurm
+LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID")
+
+
+def use_bar(stream: TextIO) -> bool:
+    """Whether a bar (carriage returns) may go to ``stream``: ``MPICOMM_PROGRESS`` when set
+    (``bar`` or ``lines``); else a terminal that no MPI launcher stands between."""
+    choice = os.environ.get("MPICOMM_PROGRESS", "").strip().lower()
+    if choice in ("bar", "lines"):
+        return choice == "bar"
+    if any(v in os.environ for v in LAUNCHER_VARIABLES):
+        return False
+    return stream.isatty() and sys.stderr.isatty()
 
 
 def fmt_seconds(s: float) -> str:
@@ -45,7 +63,7 @@ class Progress:
         self.finished = 0
         self.t0 = time.perf_counter()
         self._bar = None
-        if enabled and (bar if bar is not None else self.stream.isatty()):
+        if enabled and (bar if bar is not None else use_bar(self.stream)):
             try:
                 from tqdm import tqdm
             except ImportError:  # the [progress] extra is not installed: plain lines

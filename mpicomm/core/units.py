@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Any
 
 from mpicomm.core.links import Link
 
 __all__ = ["fmt_bytes", "fmt_us", "finite", "fmt_num", "jsonable", "MISSING", "parse_bytes",
-           "SizeError"]
+           "SizeError", "SIZE_HINT"]
 
 MISSING = "-"  # the cell of a value that was not measured or is not finite
 _BINARY = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
@@ -88,15 +89,33 @@ class SizeError(ValueError, argparse.ArgumentTypeError):
     """Not a size: a ``ValueError`` that argparse prints as a usage error."""
 
 
+# sizes (docs/bench.md, "Units"): a bare suffix is binary as in nccl-tests (-b 8 -e 128M),
+# KiB/MiB/GiB/TiB are binary, KB/MB/GB/TB decimal as in SI and the link flags (1 GB/s = 1e9 B/s)
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
+               "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
+               "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*")
+SIZE_HINT = "8, 4K, 64M (K, M, G: binary, as nccl-tests), 100MiB (binary) or 100MB (decimal)"
+
+
 def parse_bytes(text: str | int) -> int:
-    """Parse ``8``, ``4K``, ``64M``, ``1G`` (powers of 1024) into bytes; ``SizeError`` if not."""
+    """Parse a size into bytes: ``64M`` = ``64MiB`` = 67,108,864; ``64MB`` = 64,000,000.
+
+    A bare suffix (K, M, G, T) is binary, as in nccl-tests; KiB, MiB, GiB, TiB are
+    binary; KB, MB, GB, TB are decimal, as in SI and the link flags. Letters are
+    case-insensitive except a lowercase ``b`` after a prefix (``Mb`` reads as bits: refused).
+    Raises ``SizeError`` for anything else, or a size that is not a whole number of bytes.
+    """
     if isinstance(text, int) and not isinstance(text, bool):
         return text
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = str(text).strip().upper().removesuffix("B")
-    try:
-        if t and t[-1] in units:
-            return int(float(t[:-1]) * units[t[-1]])
-        return int(t)
-    except ValueError:
-        raise SizeError(f"not a size: {text!r} (e.g. 8, 4K, 64M)") from None
+    m = _SIZE.fullmatch(str(text))
+    unit = m.group(2) if m else ""
+    if m is None or unit.upper() not in _SIZE_UNITS:
+        raise SizeError(f"not a size: {text!r} (e.g. {SIZE_HINT})")
+    if len(unit) >= 2 and unit.endswith("b") and unit[-2] not in "iI":
+        raise SizeError(f"not a size: {text!r} ({unit} reads as bits; sizes are bytes: "
+                        f"{unit[:-1].upper()}B is decimal, {unit[:-1].upper()}iB binary)")
+    value = float(m.group(1)) * _SIZE_UNITS[unit.upper()]
+    if value != int(value):
+        raise SizeError(f"not a whole number of bytes: {text!r} = {value:g} B")
+    return int(value)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 from mpi4py import MPI
 
+from mpicomm.core.progress import Progress
 from mpicomm.core.topology import Topology
+from mpicomm.core.units import fmt_bytes
 from mpicomm.costmodel.calibrate import (
     cache_bytes,
     cold_bytes,
@@ -18,7 +22,8 @@ from mpicomm.costmodel.formulas import LinkModel, ModelParams
 __all__ = ["measure"]
 
 
-def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -> ModelParams:
+def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
+            progress: str | None = None) -> ModelParams:
     """Measure α, β(m) (intra- and inter-node pairs) and γ(m) up to ``max_bytes``; collective.
 
     1. ping-pong (one way at a time) -> α and β(m) of each kind of link;
@@ -30,6 +35,8 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
        clock's ``--links-from``);
     5. the cost of writing freshly mapped memory (page faults: ``fresh_s_per_byte`` in
        ``extra``), which MPI's temporaries above glibc's mmap threshold pay on every call.
+
+    ``progress``: a label; rank 0 then writes a line to stderr as each step begins.
     """
     topo = Topology(comm, ranks_per_node=ranks_per_node)
     sizes = [1 << k for k in range(3, max(max_bytes, 8).bit_length())]
@@ -38,13 +45,25 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     node0 = topo.nodes[0]
     intra_pair = (node0[0], node0[1]) if len(node0) > 1 else None
     inter_pair = (node0[0], topo.nodes[1][0]) if topo.num_nodes > 1 else None
+    pairs = [(kind, pair) for kind, pair in (("intra", intra_pair), ("inter", inter_pair))
+             if pair is not None]
+    prog = Progress(2 + 3 * len(pairs), progress or "", enabled=bool(progress)
+                    and comm.Get_rank() == 0, stream=sys.stderr)
+    prog.begin(f"γ: np.add, {len(sizes)} sizes up to {fmt_bytes(sizes[-1])}")
     gamma_local = measure_gamma(comm, sizes)
     links, gammas = {}, {}
-    for kind, pair in (("intra", intra_pair), ("inter", inter_pair)):
-        if pair is not None:
-            swaps, gammas[kind] = exchange(comm, *pair, sizes)
-            links[kind] = LinkModel.from_pingpong(sizes, pingpong(comm, *pair, sizes), pair, swaps)
-            links[kind].cold = _cold(comm, pair, sizes)
+    for kind, pair in pairs:
+        prog.done()
+        prog.begin(f"{kind}-node exchange, ranks {pair[0]}-{pair[1]}")
+        swaps, gammas[kind] = exchange(comm, *pair, sizes)
+        prog.done()
+        prog.begin(f"{kind}-node ping-pong")
+        links[kind] = LinkModel.from_pingpong(sizes, pingpong(comm, *pair, sizes), pair, swaps)
+        prog.done()
+        prog.begin(f"{kind}-node, data out of the caches")
+        links[kind].cold = _cold(comm, pair, sizes)
+    prog.done()
+    prog.begin("page faults of fresh memory")
     if not links:  # one rank: nothing travels; keep the formulas finite
         links["intra"] = LinkModel(0.0, sizes, [0.0] * len(sizes))
     intra = links.get("intra") or links["inter"]
@@ -54,6 +73,8 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None) -
     params = ModelParams(intra, inter, sizes, gamma, topo.num_nodes, max(topo.node_sizes),
                          gamma_local=gamma_local)
     params.extra["fresh_s_per_byte"] = fresh_seconds(comm)
+    prog.done()
+    prog.close()
     topo.free()
     return params
 

@@ -96,8 +96,11 @@ class TrainConfig(ReducerFields):
     baseline: bool = False              # also time a 1-worker run (rank 0 alone) for scaling
                                         # efficiency
     json: str | None = None             # write results as JSON here
+    wide: bool = False                  # every column of the table (default: the columns
+                                        # that fit 100 characters)
+    legend: bool = False                # what each column of the table means
     blas_threads: int = 1               # BLAS threads per rank (0 = leave the library default)
-    bucket_mb: float = 25.0             # engine: bucket size in MB (MiB), as DDP; 0 = one
+    bucket_mb: float = 25.0             # engine: bucket size in MiB (DDP's bucket_cap_mb); 0 = one
                                         # allreduce per weight and per bias
     overlap: bool = True                # engine: reduce full buckets during backward
     overlap_forward: bool = False       # engine: also hide the buckets still reducing when

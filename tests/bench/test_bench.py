@@ -22,6 +22,34 @@ def test_sizes_and_units():
         size_list(64, 8, 2)
 
 
+def test_size_units_as_documented():
+    """docs/bench.md "Units": a bare suffix and KiB/MiB are binary, KB/MB decimal; through the
+    real parser of bench (-b, -e) and the reducer option --crossover-bytes (failed before:
+    100MB read as 104,857,600)."""
+    from mpicomm.cli.main import build_parser
+
+    parser = build_parser()
+    for text, want in (("100M", 104_857_600), ("100MiB", 104_857_600), ("100MB", 100_000_000),
+                       ("8", 8), ("4K", 4096), ("4KiB", 4096), ("4KB", 4000), ("1G", 1 << 30),
+                       ("1GB", 10**9), ("1.5K", 1536)):
+        args = parser.parse_args(["bench", "-b", text, "-e", text, "--crossover-bytes", text])
+        assert (args.minbytes, args.maxbytes, args.crossover_bytes) == (want, want, want), text
+    assert parse_bytes("64M") == 1 << 26 and parse_bytes(4096) == 4096
+    for bad, hint in (("100Mb", "bits"), ("1.3", "whole number"), ("64X", r"100MB \(decimal\)"),
+                      ("", "4K")):
+        with pytest.raises(ValueError, match=hint):
+            parse_bytes(bad)
+
+
+def test_size_units_refused_in_one_line(capsys):
+    from mpicomm.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["bench", "-b", "100Mb"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and "reads as bits" in err[-1] and "MiB" in err[-1]
+
+
 def test_tile_and_count_wrong():
     block = rank_block(1, 0, 0)
     assert block.min() >= -4 and block.max() <= 4 and np.all(block == np.round(block))
@@ -301,6 +329,21 @@ def test_model_with_lossy_compression_records_no_wrong_elements(tmp_path):
     assert doc["config"]["check"] == 0, doc["config"]
     assert doc["clock"] == "wall"
     assert [r["wrong"] for r in doc["results"]] == [0, 0], doc["results"]
+
+
+@pytest.mark.slow
+def test_model_says_what_it_measures():
+    """`model` sat silent for 70-114 s while it measured α, β, γ at 4 ranks; now rank 0 writes
+    one plain line per step of the measurement (stderr), then bench's lines per size."""
+    res = run_mpi(2, ["-m", "mpicomm", "model", "--strategies", "ring", "-b", "4K", "-e", "16K",
+                      "-f", "4", "-n", "2", "-w", "1"], timeout=180)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    steps = [ln.split(": ", 2)[2].split(" (")[0] for ln in res.stderr.splitlines()
+             if ln.startswith("model: measuring: ")]
+    assert steps == ["γ: np.add, 12 sizes up to 16 KiB", "intra-node exchange, ranks 0-1",
+                     "intra-node ping-pong", "intra-node, data out of the caches",
+                     "page faults of fresh memory"], res.stderr
+    assert "\r" not in res.stderr and "(5/5; " in res.stderr
 
 
 @pytest.mark.slow

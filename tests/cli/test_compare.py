@@ -126,7 +126,8 @@ def test_auto_vs_ring_is_a_tie_with_progress_legend_and_strict_json(tmp_path):
     """Where auto runs the ring, the old verdict said 'auto won (1.13x ring)'."""
     js = tmp_path / "c.json"
     res = run_mpi(2, [*COMPARE, "--strategies", "auto,ring", "--repeats", "2", *SMALL,
-                      "--layers", "512,2048,10", "--json", str(js)], timeout=400)
+                      "--layers", "512,2048,10", "--json", str(js), "--wide", "--legend"],
+                  timeout=400)
     assert res.returncode == 0, res.tail()
     out = res.stdout
     doc = strict_json(js)
@@ -208,7 +209,7 @@ def test_ps_servers_reading_matches_table_and_one_round_spread(tmp_path):
 def test_dedicated_servers_show_workers_and_what_is_held_equal():
     # 2 ranks (3 on this 2-core host spend a minute in the cost model's ping-pong)
     res = run_mpi(2, [*COMPARE, "--strategies", "ring,ps", "--dedicated", "--repeats", "1",
-                      *SMALL, *TINY], timeout=400)
+                      *SMALL, *TINY, "--wide"], timeout=400)
     assert res.returncode == 0, res.tail()
     out = res.stdout
     assert table_value(out, "ring", "workers") == "2"
@@ -237,6 +238,14 @@ def rec(strategy, workers, ranks, bytes_per_step, servers=None, dedicated=False,
             "reducer": {"servers": servers, "dedicated": dedicated}}
 
 
+def test_gap_note_speaks_of_cores_only_on_the_wall_clock():
+    """A virtual run was told its comm waited 'for a core' (wall-clock behaviour, issue 35)."""
+    assert report.gap_note([1.2, 1.5], virtual=True) == ""
+    virtual, wall = (report.gap_note([1.5, 2.2, 3.0], v) for v in (True, False))
+    assert virtual.startswith(" Measured runs 1.5-3.0x the model") and "no rank waits" in virtual
+    assert "with more ranks than cores, for a core" in wall and "for a core;" not in virtual
+
+
 def test_bytes_line_quotes_the_table_for_every_ps_placement():
     n = 1_597_480
     recs = [rec("ring", 4, 4, 1.5 * n), rec("ps", 4, 4, 1.5 * n, servers=[0, 1, 2, 3])]
@@ -252,6 +261,47 @@ def test_bytes_line_quotes_the_table_for_every_ps_placement():
     assert "L = 2, N = 2: 2,396 KB" in line and "not what it sent" not in line, line
     assert report.workers_line(recs) is None
     assert "different worker counts" in report.workers_line(recs[:1] + ded)
+
+
+@pytest.mark.slow  # a compare run
+def test_default_table_fits_100_columns_and_wide_shows_all(tmp_path):
+    """A real compare run's table is at most 100 characters wide (it was 156), names the columns
+    it left out, and prints no legend unless asked; --wide's table (the same records) has
+    every column. The longest strategy name keeps the always-shown columns tight."""
+    from mpicomm.analysis.report import COLUMNS, format_table
+
+    js = tmp_path / "c.json"
+    res = run_mpi(2, [*COMPARE, "--strategies", "native,recursive_doubling", "--repeats", "1",
+                      *SMALL, *TINY, "--steps", "6", "--clock", "virtual", "--json", str(js)],
+                  timeout=120)
+    assert res.returncode == 0, res.tail()
+    lines = res.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("strategy "))
+    table = lines[head:lines.index("", head)]
+    assert max(map(len, table)) <= 100, "\n".join(table)
+    assert "more columns with --wide" in table[-1] and "columns:" not in res.stdout
+    assert "--legend" in res.stdout
+    records = strict_json(js)["results"]
+    wide = format_table(records, width=None).splitlines()
+    assert len(wide[0]) > 100 and all(h in wide[0] for h, k, _ in COLUMNS
+                                      if any(r.get(k) is not None for r in records))
+    hidden = table[-1].split(": ", 1)[1].rstrip(")").split(", ")
+    assert all(h in wide[0] and h not in table[0].split("  ") for h in hidden)
+
+
+def test_table_width_rule():
+    from mpicomm.analysis.report import format_table
+
+    rec = {"strategy": "x" * 40, "samples_per_sec": 1e6, "step_time_mean_s": 1e-3,
+           "comm_share": 0.5, "final_loss": 1.0, "ranks": 2, "workers": 2}
+    lines = format_table([rec]).splitlines()
+    assert max(map(len, lines)) <= 100 and "more columns" not in lines[-1]  # fits: all stay
+    assert lines[0].split()[:3] == ["strategy", "ranks", "workers"]
+    rec["strategy"] = "x" * 60  # no longer fits: ranks and workers go first, named below
+    lines = format_table([rec]).splitlines()
+    assert max(map(len, lines)) <= 100 and lines[-1].endswith("workers, ranks)")
+    narrow = format_table([rec], width=20).splitlines()  # the kept three never go
+    assert narrow[0].split() == ["strategy", "samples/s", "step", "ms"]
 
 
 def test_progress_lines_and_estimate():

@@ -71,7 +71,7 @@ def test_a_diverged_model_has_no_accuracy(tmp_path):
     of class 0 as the accuracy (30.5% and 29.7%, ps:sync at --lr 1e6); now null, and '-'."""
     out = tmp_path / "nan.json"
     res = ok(train(3, *SMALL, "--strategy", "ps", "--ps-mode", "sync", "--steps", "10",
-                   "--batch-size", "8", "--lr", "1e6", "--json", out))
+                   "--batch-size", "8", "--lr", "1e6", "--json", out, "--wide"))
     rec = json.loads(out.read_text())["results"][0]
     assert rec["final_loss"] is None, rec  # the loss was already NaN (null)
     assert rec["final_accuracy"] is None and rec["test_accuracy"] is None, rec
