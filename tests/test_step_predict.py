@@ -1,0 +1,115 @@
+"""Whole-step prediction: the engine's timeline by hand, compute from a measured rate, the
+placed parameter server, and ``model --predict --model`` (JSON rows, refusals)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from mpi_harness import ROOT
+
+from mpicomm.bench.step_predict import DEFAULT_BUCKET_MB
+from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.step import Compute, rate_compute, step_time
+from mpicomm.workloads import workload
+
+# three layers: forward 1, 2, 3 s; backward 2, 4, 6 s; update 0.5 s
+COMPUTE = Compute((1.0, 2.0, 3.0), (2.0, 4.0, 6.0), 0.5, "hand")
+
+
+def test_overlapped_timeline_by_hand():
+    # forward ends at 6; backward: layer 2 final at 12, layer 1 at 16, layer 0 at 18
+    buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]  # comm: 1 s per 10 bytes
+    step = step_time(COMPUTE, buckets, lambda n: n / 10, overlap=True)
+    # bucket 0: 12 -> 13; bucket 1: 16 -> 18; bucket 2: 18 -> 21; then the update
+    assert step.step_s == pytest.approx(21.5)
+    assert step.exposed_s == pytest.approx(3.0) and step.comm_s == pytest.approx(6.0)
+    slow = step_time(COMPUTE, buckets, lambda n: n, overlap=True)  # 10, 20, 30 s
+    # 12 -> 22 -> 42 -> 72: the queue, not backward, decides
+    assert slow.step_s == pytest.approx(72.5)
+
+
+def test_without_overlap_or_with_one_bucket_everything_is_exposed():
+    buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]
+    step = step_time(COMPUTE, buckets, lambda n: n / 10, overlap=False)
+    assert step.step_s == pytest.approx(18 + 6 + 0.5)
+    one = step_time(COMPUTE, [(60.0, 0)], lambda n: n / 10, overlap=True)
+    assert one.step_s == pytest.approx(18 + 6 + 0.5) and one.buckets == 1
+
+
+def test_throughput_and_efficiency():
+    buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]
+    alone = step_time(COMPUTE, buckets, lambda n: 0.0)
+    assert alone.step_s == pytest.approx(18.5)
+    step = step_time(COMPUTE, buckets, lambda n: n / 10)
+    assert step.samples_per_s(32, 8) == pytest.approx(8 * 32 / 21.5)
+    assert step.scaling_efficiency(alone) == pytest.approx(18.5 / 21.5)
+
+
+def test_measured_rate_is_shared_by_flops_and_adds_up():
+    w = workload("resnet50")
+    c = rate_compute(w, 64, 400.0)
+    assert c.total_s == pytest.approx(64 / 400)
+    assert sum(c.bwd_s) / sum(c.fwd_s) == pytest.approx(w.bwd_flops / w.fwd_flops)
+    for bad in (0, -1.0, math.nan, math.inf):
+        with pytest.raises(ConfigError, match="--single-rate"):
+            rate_compute(w, 64, bad)
+
+
+def test_default_bucket_is_the_engines():
+    from mpicomm.train.config import TrainConfig
+
+    assert DEFAULT_BUCKET_MB == TrainConfig.bucket_mb
+
+
+def _predict(*args):
+    return subprocess.run([sys.executable, "-m", "mpicomm", "model", "--predict", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+LINKS = ("--ranks-per-node", "4", "--inter-link", "5us,3.125GB/s", "--intra-link",
+         "2us,10GB/s")
+
+
+def test_command_rows_carry_samples_per_sec_and_efficiency(tmp_path):
+    out = tmp_path / "s.json"
+    done = _predict("--model", "vgg16", "--batch-size", "32", "--single-rate", "130.9",
+                    "--ranks", "1,16", *LINKS, "--strategies", "ring,ps", "--servers", "4",
+                    "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["results"]
+    by = {(r["strategy"], r["ranks"]): r for r in rows}
+    for r in rows:
+        assert r["samples_per_sec"] == pytest.approx(r["ranks"] * 32 / (r["step_ms"] / 1e3))
+        assert 0 < r["scaling_efficiency"] <= 1 + 1e-12
+    assert by[("ring", 1)]["samples_per_sec"] == pytest.approx(130.9)
+    assert by[("ring", 1)]["scaling_efficiency"] == pytest.approx(1.0)
+    assert by[("ring", 16)]["samples_per_sec"] > by[("ps", 16)]["samples_per_sec"]
+
+
+def test_vgg16_whole_tensors_on_servers_are_slower_than_byteps_chunks(tmp_path):
+    got = {}
+    for placement in ("tensors", "chunks"):
+        out = tmp_path / f"{placement}.json"
+        done = _predict("--model", "vgg16", "--single-rate", "130.9", "--ranks", "16", *LINKS,
+                        "--strategies", "ps", "--servers", "16", "--ps-placement", placement,
+                        "--ps-servers-on", "separate", "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        got[placement] = json.loads(out.read_text())["results"][0]["samples_per_sec"]
+    # fc6 (74%) on one server NIC: 16 x 411 MB, where chunks leave the workers' NICs busiest
+    assert got["tensors"] < 0.5 * got["chunks"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--model", "resnet51"), "valid models: mlp, resnet50"),
+    (("--model", "resnet50", "--single-rate", "0"), "--single-rate"),
+    (("--model", "resnet50", "--single-rate", "-3"), "--single-rate"),
+    (("--model", "resnet50", "--single-rate", "10", "-b", "1M"), "-b (not with --model)"),
+    (("--single-rate", "10",), "with --model only"),
+    (("--model", "resnet50", "--batch-size", "0", "--single-rate", "1"), "--batch-size"),
+])
+def test_bad_input_is_refused_in_one_line(args, words):
+    done = _predict(*args)
+    assert done.returncode == 2
+    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
