@@ -12,7 +12,8 @@ No MPI traffic. Per rank count p and strategy (``predict.default_variants`` or
 3. the engine's buckets (``engine.buckets.plan_buckets``, ``--bucket-mb``: train's default
    25 MiB), each reduced by the strategy's one cost function on the cluster
    (``cluster_predict.cluster_time``); a ``ps`` with ``--ps-placement tensors|chunks`` or
-   ``--ps-servers-on separate``: the placed parameter server (``costmodel.ps_placement``);
+   ``--ps-servers-on separate`` or ``--ps-node-reduce``: the placed parameter server
+   (``costmodel.ps_placement``);
 4. the step as the engine runs it (``costmodel.step.step_time``: overlap unless
    ``--no-overlap``); samples/s = p·batch/step, efficiency = step(1 rank)/step(p).
 """
@@ -20,6 +21,7 @@ No MPI traffic. Per rank count p and strategy (``predict.default_variants`` or
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from mpicomm.core.errors import ConfigError
@@ -34,7 +36,7 @@ __all__ = ["add_arguments", "step_rows", "run_step_predict", "STEP_ONLY", "DEFAU
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
 STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
-             "ps_servers_on")
+             "ps_servers_on", "ps_node_reduce")
 NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
 
 
@@ -56,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ps-servers-on", choices=("workers", "separate"), default="workers",
                    help="ps: servers on the workers' nodes, or on separate CPU machines "
                         "with their own NICs")
+    g.add_argument("--ps-node-reduce", action="store_true",
+                   help="ps: all-reduce inside each node first, then one push and pull per "
+                        "node (tf_cnn_benchmarks' distributed_replicated, BytePS)")
 
 
 def check_args(args: argparse.Namespace) -> Workload:
@@ -86,22 +91,27 @@ def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: i
 
 def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
     """The seconds of one bucket's reduction for this strategy: the one cost function, or the
-    placed parameter server when a placement or separate servers are asked for."""
+    placed parameter server when a placement, separate servers or a node reduction is asked
+    for (``ps_placement.ps_placed_time`` on the busiest server's share of the bucket; with
+    ``--ps-node-reduce`` the ring inside the node first, one worker per node after it)."""
     opts = variant.options_at(p)
-    placed = variant.strategy == "ps" and (args.ps_placement != "even"
+    placed = variant.strategy == "ps" and (args.ps_placement != "even" or args.ps_node_reduce
                                            or args.ps_servers_on == "separate")
     if not placed:
         return lambda nbytes: cluster_time(variant.strategy, p, nbytes, cluster, opts)
-    local, _ = layout(p, cluster, opts)
+    local, nodes = layout(p, cluster, opts)
     loads = server_loads(sizes, int(opts.get("servers") or 1), args.ps_placement)
     total = sum(sizes)
+    workers, per_node = (nodes, 1) if args.ps_node_reduce else (p, local)
+    inside = dataclasses.replace(cluster, ranks_per_node=local)
 
-    def placed_time(nbytes: float) -> float:  # the busiest server's share, bucket by bucket
+    def placed_time(nbytes: float) -> float:
         share = nbytes / total
-        return ps_placed_time([x * share for x in loads], p, local, cluster.link("intra"),
-                              cluster.link("inter"), cluster.gamma_s_per_byte,
-                              cluster.nics_per_node, args.ps_servers_on == "separate",
-                              cluster.alpha_call_s)
+        first = cluster_time("ring", local, nbytes, inside) if args.ps_node_reduce else 0.0
+        return first + ps_placed_time([x * share for x in loads], workers, per_node,
+                                      cluster.link("intra"), cluster.link("inter"),
+                                      cluster.gamma_s_per_byte, cluster.nics_per_node,
+                                      args.ps_servers_on == "separate", cluster.alpha_call_s)
     return placed_time
 
 
