@@ -113,3 +113,37 @@ def test_bad_input_is_refused_in_one_line(args, words):
     done = _predict(*args)
     assert done.returncode == 2
     assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _rows(model, ranks, **flags):
+    import argparse
+
+    from mpicomm.bench.predict import Variant
+    from mpicomm.bench.step_predict import step_rows
+    from mpicomm.costmodel.cluster import Cluster, Link
+
+    cluster = Cluster("t", 8, Link(1e-6, 100e9), Link(5e-6, 3.125e9), 1e-12, 1)
+    args = argparse.Namespace(model=model, batch_size=32, single_rate=400.0, bucket_mb=25.0,
+                              no_overlap=True, precision="fp32", ps_placement="even",
+                              ps_servers_on="workers", ps_node_reduce=False)
+    vars(args).update(flags)
+    return cluster, step_rows(workload(model), cluster, ranks,
+                              [Variant("ps", "ps", {"servers": "p"})], args)
+
+
+def test_node_reduce_sends_one_gradient_a_node_and_is_the_ring_inside_one_node():
+    from mpicomm.costmodel.cluster_predict import cluster_time
+
+    w = workload("resnet50")
+    _, (flat,) = _rows("resnet50", [64])
+    _, (reduced,) = _rows("resnet50", [64], ps_node_reduce=True)
+    assert flat["comm_ms"] > 4 * reduced["comm_ms"]  # 8 ranks a node: 8 pushes -> 1
+    cluster, (one,) = _rows("resnet50", [8], ps_node_reduce=True)  # one node: just the ring
+    ring = sum(cluster_time("ring", 8, b, cluster) for b in _bucket_bytes(w))
+    assert one["comm_ms"] == pytest.approx(ring * 1e3)
+
+
+def _bucket_bytes(w):
+    from mpicomm.engine.buckets import plan_buckets
+
+    return [b.size * 4 for b in plan_buckets(w.flat_tensors(), 4, 25 * 2**20)]
