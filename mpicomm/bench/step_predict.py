@@ -28,7 +28,14 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
 from mpicomm.costmodel.ps_placement import PLACEMENTS, ps_placed_time, server_loads
-from mpicomm.costmodel.step import Compute, Step, device_compute, rate_compute, step_time
+from mpicomm.costmodel.step import (
+    ITEMSIZE,
+    Compute,
+    Step,
+    device_compute,
+    rate_compute,
+    step_time,
+)
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import MODEL_NAMES, Workload, check_model, workload
 
@@ -118,7 +125,7 @@ def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: li
 def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
               args: argparse.Namespace) -> list[dict]:
     """One row per rank count and strategy: step time, samples/s, scaling efficiency."""
-    itemsize = 4 if (getattr(args, "precision", None) or "fp32") == "fp32" else 2
+    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]
     plan = plan_buckets(w.flat_tensors(), itemsize, args.bucket_mb * 2**20)
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]

@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from mpicomm.core.errors import ConfigError
 from mpicomm.workloads import Workload
 
-__all__ = ["Compute", "Step", "rate_compute", "device_compute", "step_time"]
+__all__ = ["Compute", "Step", "rate_compute", "device_compute", "step_time", "ITEMSIZE"]
+
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value takes at each precision
 
 
 @dataclass(frozen=True)
@@ -86,13 +88,15 @@ def rate_compute(w: Workload, batch: int, samples_per_s: float) -> Compute:
 
 
 def device_compute(w: Workload, batch: int, device, precision: str = "fp32",
-                   itemsize: int = 4, buckets: int = 1) -> Compute:
-    """Each layer one roofline kernel forward and one or two backward (dX, dW) on ``device``.
+                   buckets: int = 1) -> Compute:
+    """Each layer one roofline kernel forward and one or two backward (dX, dW) on ``device``,
+    as ``workloads.model.WorkloadModel`` charges them in a virtual run.
 
-    Bytes a layer moves: its output written and read back (2·out·itemsize per sample) and
-    its weights read; backward twice that. The update: SGD over the fp32 weights (2 FLOPs,
-    12 bytes a parameter), one kernel per bucket.
+    Bytes a layer moves: its output written and read back (2·out per sample) and its weights
+    read, each value at the precision's width; backward twice that. The update: SGD over the
+    fp32 weights (2 FLOPs, 12 bytes a parameter), one kernel per bucket.
     """
+    itemsize = ITEMSIZE[precision]
     fwd, bwd = [], []
     for layer in w.layers:
         moved = 2 * layer.out_elems * itemsize * batch + layer.num_params * itemsize
