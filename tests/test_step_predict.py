@@ -88,15 +88,12 @@ def test_command_rows_carry_samples_per_sec_and_efficiency(tmp_path):
     assert by[("ring", 16)]["samples_per_sec"] > by[("ps", 16)]["samples_per_sec"]
 
 
-def test_vgg16_whole_tensors_on_servers_are_slower_than_byteps_chunks(tmp_path):
+def test_vgg16_whole_tensors_on_servers_are_slower_than_byteps_chunks():
     got = {}
     for placement in ("tensors", "chunks"):
-        out = tmp_path / f"{placement}.json"
-        done = _predict("--model", "vgg16", "--single-rate", "130.9", "--ranks", "16", *LINKS,
-                        "--strategies", "ps", "--servers", "16", "--ps-placement", placement,
-                        "--ps-servers-on", "separate", "--json", str(out))
-        assert done.returncode == 0, done.stderr
-        got[placement] = json.loads(out.read_text())["results"][0]["samples_per_sec"]
+        _, (row,) = _rows("vgg16", [16], ps_placement=placement, ps_servers_on="separate",
+                          servers=16, no_overlap=False, local=4)
+        got[placement] = row["samples_per_sec"]
     # fc6 (74%) on one server NIC: 16 x 411 MB, where chunks leave the workers' NICs busiest
     assert got["tensors"] < 0.5 * got["chunks"]
 
@@ -104,15 +101,30 @@ def test_vgg16_whole_tensors_on_servers_are_slower_than_byteps_chunks(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (("--model", "resnet51"), "valid models: mlp, resnet50"),
     (("--model", "resnet50", "--single-rate", "0"), "--single-rate"),
+])
+def test_bad_input_exits_2_with_one_line(args, words):
+    done = _predict(*args)
+    assert done.returncode == 2
+    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, words", [
     (("--model", "resnet50", "--single-rate", "-3"), "--single-rate"),
+    (("--model", "resnet50", "--single-rate", "nan"), "--single-rate"),
     (("--model", "resnet50", "--single-rate", "10", "-b", "1M"), "-b (not with --model)"),
     (("--single-rate", "10",), "with --model only"),
     (("--model", "resnet50", "--batch-size", "0", "--single-rate", "1"), "--batch-size"),
 ])
 def test_bad_input_is_refused_in_one_line(args, words):
-    done = _predict(*args)
-    assert done.returncode == 2
-    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    import argparse
+
+    from mpicomm.bench import model_cmd
+
+    p = argparse.ArgumentParser()
+    model_cmd.add_arguments(p)
+    with pytest.raises(ConfigError) as e:
+        model_cmd.run(p.parse_args(["--predict", *args]))
+    assert words in str(e.value) and "\n" not in str(e.value)
 
 
 def _rows(model, ranks, **flags):
@@ -122,13 +134,15 @@ def _rows(model, ranks, **flags):
     from mpicomm.bench.step_predict import step_rows
     from mpicomm.costmodel.cluster import Cluster, Link
 
-    cluster = Cluster("t", 8, Link(1e-6, 100e9), Link(5e-6, 3.125e9), 1e-12, 1)
+    cluster = Cluster("t", flags.pop("local", 8), Link(1e-6, 100e9), Link(5e-6, 3.125e9),
+                      1e-12, 1)
+    servers = flags.pop("servers", "p")
     args = argparse.Namespace(model=model, batch_size=32, single_rate=400.0, bucket_mb=25.0,
                               no_overlap=True, precision="fp32", ps_placement="even",
                               ps_servers_on="workers", ps_node_reduce=False)
     vars(args).update(flags)
     return cluster, step_rows(workload(model), cluster, ranks,
-                              [Variant("ps", "ps", {"servers": "p"})], args)
+                              [Variant("ps", "ps", {"servers": servers})], args)
 
 
 def test_node_reduce_sends_one_gradient_a_node_and_is_the_ring_inside_one_node():
