@@ -4,7 +4,8 @@ For p ranks on 2 nodes (p/2 ranks per node, ``--inter-link 20us,1GB/s`` between 
 virtual clock's default intra-node link inside) at 16 MiB, each strategy runs under
 ``bench --clock virtual --compute-scale 1e-9`` (compute charged as ~nothing, so the time is
 the link model's alone) and is set beside ``costmodel.cluster_predict.cluster_time`` on
-``mpicomm.p2p.virtual.cluster(L)`` — the cluster the virtual clock charges (γ = 0).
+``costmodel.profiles.build_cluster`` of the same flags — the cluster the virtual clock
+charges (γ = 0).
 
     PYTHONPATH=$PWD python experiments/virtual_vs_formula.py [--ranks 8,16] [--bytes 16M]
     PYTHONPATH=$PWD python experiments/virtual_vs_formula.py --nics-per-node 1  # shared NIC
@@ -24,7 +25,7 @@ import tempfile
 
 from mpicomm.core.units import parse_bytes
 from mpicomm.costmodel.cluster_predict import cluster_time
-from mpicomm.p2p import virtual
+from mpicomm.costmodel.profiles import build_cluster
 
 INTER = "20us,1GB/s"
 PY = sys.executable
@@ -73,8 +74,9 @@ def run_virtual(p: int, strategy: str, opts: dict, nbytes: int, timeout: int = 6
 
 def predicted(p: int, strategy: str, opts: dict, nbytes: int, nics: int | None = None) -> float:
     """The predictor's seconds on the virtual clock's own cluster description."""
-    virtual.install(1e-9, INTER, nics_per_node=nics)
-    return cluster_time(strategy, p, nbytes, virtual.cluster(p // 2), opts)
+    cluster = build_cluster(ranks_per_node=p // 2, inter=INTER, nics_per_node=nics,
+                            gamma_s_per_byte=0.0)
+    return cluster_time(strategy, p, nbytes, cluster, opts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,6 +156,34 @@ class MPIResult:
         return self
 
 
+def job_env(launcher: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a test job: this one, the launcher's variables, the checkout and
+    tests/ (and the CuPy stand-in for gpu-marked tests) on PYTHONPATH, then ``env``."""
+    full_env = dict(os.environ) | launcher_env(launcher)
+    tests_dir = str(Path(__file__).resolve().parent)
+    paths = [str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")]
+    standin = full_env.get("MPICOMM_CUPY_STANDIN", "")
+    if standin not in ("", "0"):  # a gpu-marked test on the CuPy stand-in (conftest.gpu_backend)
+        paths.insert(0, standin)
+    full_env["PYTHONPATH"] = os.pathsep.join(paths)
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    if env:
+        full_env.update(env)
+    return full_env
+
+
+def parse_records(out: str) -> list[dict]:
+    """The ``report`` records in a job's standard output."""
+    records = []
+    for line in out.splitlines():
+        if line.startswith(TAG):
+            try:
+                records.append(json.loads(line[len(TAG) :]))
+            except json.JSONDecodeError:
+                pass
+    return records
+
+
 def run_mpi(
     nranks: int,
     argv: list[str],
@@ -175,16 +203,7 @@ def run_mpi(
     """
     launcher = mpiexec(python)
     cmd = [launcher, "-n", str(nranks), python or sys.executable, *argv]
-    full_env = dict(os.environ) | launcher_env(launcher)
-    tests_dir = str(Path(__file__).resolve().parent)
-    paths = [str(ROOT), tests_dir, full_env.get("PYTHONPATH", "")]
-    standin = full_env.get("MPICOMM_CUPY_STANDIN", "")
-    if standin not in ("", "0"):  # a gpu-marked test on the CuPy stand-in (conftest.gpu_backend)
-        paths.insert(0, standin)
-    full_env["PYTHONPATH"] = os.pathsep.join(paths)
-    full_env.setdefault("PYTHONUNBUFFERED", "1")
-    if env:
-        full_env.update(env)
+    full_env = job_env(launcher, env)
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -206,13 +225,7 @@ def run_mpi(
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
-    records = []
-    for line in out.splitlines():
-        if line.startswith(TAG):
-            try:
-                records.append(json.loads(line[len(TAG) :]))
-            except json.JSONDecodeError:
-                pass
+    records = parse_records(out)
     return MPIResult(
         nranks=nranks,
         argv=list(argv),

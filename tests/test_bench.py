@@ -354,10 +354,11 @@ def test_model_predicts_the_tree_and_channels_the_virtual_clock_runs():
     virtual clock both now come from the cluster predictor on the cluster the clock charges."""
     from mpicomm.bench.model_cmd import predicted
     from mpicomm.core.links import parse_link
-    from mpicomm.p2p import virtual
+    from mpicomm.costmodel.cluster import DEFAULT_INTRA
+    from mpicomm.costmodel.profiles import build_cluster
 
-    inter, intra = parse_link("20us,1GB/s"), virtual.DEFAULT_INTRA
-    charged = virtual.cluster(2, virtual.LinkModel(intra=intra, inter=inter))
+    inter, intra = parse_link("20us,1GB/s"), DEFAULT_INTRA
+    charged = build_cluster(ranks_per_node=2, inter=inter, intra=intra)
     params = _virtual_params(inter, intra, [8 << k for k in range(22)])
     n, opts = 4 << 20, {"crossover_bytes": 1 << 16}
     one = predicted("ring", 4, n, params, {**opts, "channels": 1}, charged)

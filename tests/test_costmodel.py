@@ -247,26 +247,29 @@ def test_cluster_links_for_the_virtual_clock():
         assert prof.source and prof.intra.source and prof.inter.source, name
 
 
-def test_cluster_from_emulated_links():
-    from mpicomm.core.links import parse_link
-    from mpicomm.costmodel.cluster import cluster_from_links
+def test_cluster_from_link_flags():
+    """Link flags make mpicomm's step-by-step cluster: one NIC per rank by default (as the
+    virtual clock's interfaces), the default intra link where none is given."""
+    from mpicomm.costmodel.profiles import build_cluster
 
-    c = cluster_from_links(2, parse_link("20us,1GB/s"), parse_link("1us,10GB/s"))
+    c = build_cluster(ranks_per_node=2, inter="20us,1GB/s", intra="1us,10GB/s")
     assert c.link("inter") == pytest.approx((20e-6, 1e-9))
     assert c.link("intra") == pytest.approx((1e-6, 1e-10))
     assert c.ranks_per_node == 2 and c.nics_per_node == 2 and c.alpha_call_s == 0  # own NICs
-    assert cluster_from_links(4, parse_link("5us,2GB/s")).link("intra") == pytest.approx(
-        (5e-6, 5e-10))
+    assert not c.pipelined and c.channel_count == 1
+    assert build_cluster(ranks_per_node=4, inter="5us,2GB/s").link("intra") == pytest.approx(
+        (1e-6, 1e-10))  # DEFAULT_INTRA, as the virtual clock charges it
+    assert build_cluster(ranks_per_node=4, nics_per_node=1).nics_per_node == 1
 
 
 def test_emulated_cluster_uses_the_stepwise_host_forms():
     """mpicomm's reducers block on one exchange per step: a cluster built from emulated links
     predicts what formulas.py says for them (slowest link per step, phases added)."""
-    from mpicomm.core.links import parse_link
     from mpicomm.costmodel import cluster_time
-    from mpicomm.costmodel.cluster import cluster_from_links
+    from mpicomm.costmodel.profiles import build_cluster
 
-    c = cluster_from_links(2, parse_link("20us,1GB/s"), parse_link("1us,10GB/s"))
+    c = build_cluster(ranks_per_node=2, inter="20us,1GB/s", intra="1us,10GB/s",
+                      gamma_s_per_byte=0.0)
     n = 16 * (1 << 20)
     assert cluster_time("ring", 4, n, c) == pytest.approx(ring_time(4, n, 20e-6, 1e-9, 0))
     assert cluster_time("hierarchical", 4, n, c) == pytest.approx(

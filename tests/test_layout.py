@@ -76,6 +76,17 @@ def test_no_import_circle():
     assert not {c for c in circles if c not in allowed}, sorted(map(sorted, set(circles)))
 
 
+def test_the_virtual_clock_stays_behind_its_seam():
+    """Issue 31 item 3: reducers, engines, train, bench and cli reach the virtual clock
+    through ``mpicomm.core.clock`` and the transport (``mpicomm.p2p``'s names) only:
+    ``mpicomm.p2p.virtual`` is imported only inside ``p2p/`` (``__init__.py`` files too)."""
+    seam = "mpicomm.p2p.virtual"
+    outside = sorted(str(p.relative_to(ROOT)) for p in PKG.rglob("*.py")
+                     if p.parent.name != "p2p" and p.name != "clock.py"
+                     and any(m == seam or m.startswith(seam + ".") for m in _imports(p)))
+    assert outside == [], outside
+
+
 def test_message_tags_are_distinct():
     from mpicomm.core import tags
 

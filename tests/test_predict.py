@@ -76,11 +76,11 @@ def test_against_hand_computed_formulas():
     # two nodes: 2·14 intra hops and 2·1 inter hops; one flow through one NIC paces the bytes
     lat16 = 2 * 14 * 1e-6 + 2 * 1 * 10e-6
     ring16 = lat16 + 2 * 15 / 16 * N * b_out
-    assert rows[("ring", 16, N)]["predicted_us"] == pytest.approx(ring16 * 1e6)
-    assert rows[("ring", 16, N)]["latency_us"] == pytest.approx(lat16 * 1e6)
-    # 8 channels over 8 NICs: each NIC carries 1/8 of the crossing bytes
+    assert rows[("ring(channels=1)", 16, N)]["predicted_us"] == pytest.approx(ring16 * 1e6)
+    assert rows[("ring(channels=1)", 16, N)]["latency_us"] == pytest.approx(lat16 * 1e6)
+    # the default ring on 8 NICs runs 8 channels: each NIC carries 1/8 of the crossing bytes
     multi = lat16 + 2 * 15 / 16 * N * max(b_in, b_out / 8)
-    assert rows[("ring(channels=nics)", 16, N)]["predicted_us"] == pytest.approx(multi * 1e6)
+    assert rows[("ring", 16, N)]["predicted_us"] == pytest.approx(multi * 1e6)
     # tree: 2·(7 α_in + lg 2·α_out); the in-node chain moves 2N, the two nodes swap N/8 per NIC
     tree = 2 * (7 * 1e-6 + 10e-6) + max(2 * N * b_in, N * b_out / 8)
     assert rows[("tree", 16, N)]["predicted_us"] == pytest.approx(tree * 1e6)
@@ -92,11 +92,11 @@ def test_against_hand_computed_formulas():
     assert rows[("ps(S=1)", 16, N)]["predicted_us"] == pytest.approx(ps * 1e6)
     # S = p moves the ring's bytes (its latency: 2(p-1) messages through the NIC)
     assert rows[("ps(S=p)", 16, N)]["bandwidth_us"] == pytest.approx(
-        rows[("ring", 16, N)]["bandwidth_us"])
+        rows[("ring(channels=1)", 16, N)]["bandwidth_us"])
     # no reducing switch in this profile: no hierarchical(nvls) row
     assert ("hierarchical(nvls)", 16, N) not in rows
     # busbw = n/t · 2(p-1)/p
-    r = rows[("ring", 16, N)]
+    r = rows[("ring(channels=1)", 16, N)]
     assert r["busbw_gbps"] == pytest.approx(N / ring16 / 1e9 * 30 / 16)
 
 
@@ -125,17 +125,17 @@ def test_one_server_grows_linearly_and_ring_bytes_stay_flat():
     rows = rows_by(PROF, ranks, [N])
     per_peer = [rows[("ps(S=1)", p, N)]["predicted_us"] / (p - 1) for p in ranks]
     assert max(per_peer) == pytest.approx(min(per_peer), rel=1e-9)  # exactly (p-1)·const
-    ring_bytes = [rows[("ring", p, N)]["bandwidth_us"] for p in ranks]
+    ring_bytes = [rows[("ring(channels=1)", p, N)]["bandwidth_us"] for p in ranks]
     assert ring_bytes == sorted(ring_bytes)  # 2(p-1)/p rises towards 2 ...
     assert ring_bytes[-1] / ring_bytes[0] < (2 * 4095 / 4096) / (2 * 15 / 16) + 1e-9  # ... barely
     # latency along the ring's path: 2(p-m) intra and 2(m-1) inter hops, m = p/8: linear in p
-    ring_lat = [rows[("ring", p, N)]["latency_us"] for p in ranks]
+    ring_lat = [rows[("ring(channels=1)", p, N)]["latency_us"] for p in ranks]
     assert ring_lat == pytest.approx([(2 * (p - p // 8) * 1e-6 + 2 * (p // 8 - 1) * 10e-6) * 1e6
                                       for p in ranks])
     # with α negligible and the add hidden behind the link, the ring's busbw tends to 1/β
     big = rows_by(dataclasses.replace(PROF, inter=Level(0.0, 10e9), intra=Level(0.0, 100e9)),
                   [1024], [N])
-    assert big[("ring", 1024, N)]["busbw_gbps"] == pytest.approx(10.0)
+    assert big[("ring(channels=1)", 1024, N)]["busbw_gbps"] == pytest.approx(10.0)
 
 
 def test_latency_and_bandwidth_limits():
@@ -169,7 +169,7 @@ def test_hierarchical_inside_one_node_is_the_ring_and_nics_are_shared():
         N, 8, 4, (1e-6, 1 / 100e9), (10e-6, 1 / 10e9), 1e-12, nics=1))
     ring = 2 * 28 * 1e-6 + 2 * 3 * 10e-6 + 2 * 31 / 32 * N / 10e9
     assert rows[("ring", 32, N)]["predicted_us"] == pytest.approx(ring * 1e6)
-    assert rows[("ring(channels=nics)", 32, N)]["predicted_us"] == pytest.approx(ring * 1e6)
+    assert ("ring(channels=1)", 32, N) not in rows  # one NIC: the default ring is one channel
 
 
 def test_every_profile_loads_and_predicts():
@@ -177,7 +177,8 @@ def test_every_profile_loads_and_predicts():
         prof = profile(name)
         assert prof.inter.bytes_per_s < prof.intra.bytes_per_s and prof.source
         rows = predict_rows(prof, [8, 1024], [N])
-        applies = len(default_variants()) - (0 if prof.in_network else 1)  # hierarchical(nvls)
+        applies = (len(default_variants()) - (0 if prof.in_network else 1)  # hierarchical(nvls)
+                   - (prof.channel_count == 1))  # ring(channels=1): only beside a multi-NIC ring
         assert len(rows) == 2 * applies
         assert all(r["predicted_us"] > 0 and r["busbw_gbps"] > 0 for r in rows)
     assert profile("dgx-h100-ib400").inter.bytes_per_s == pytest.approx(400e9 / 8)
@@ -240,17 +241,24 @@ def test_command_one_process_no_mpiexec(tmp_path):
     doc = json.loads(out.read_text())
     assert len(doc["summary"]) == 3 * 2  # one best per (ranks, size)
     assert doc["command"] == "predict" and doc["compute_ms"] == 50
-    assert len(doc["results"]) == 3 * 2 * len(default_variants())
+    assert len(doc["results"]) == 3 * 2 * len(default_variants())  # dgx: 8 NICs, both rings
+    assert "ring(channels=1): the single-channel ring" in done.stdout
     r = next(r for r in doc["results"] if r["strategy"] == "ring" and r["ranks"] == 1024)
     assert r["nodes"] == 128 and r["ranks_per_node"] == 8
-    # explicit links: the same numbers as a profile holding them
+    # explicit links: mpicomm's own step-by-step reducers on them, one NIC per rank (the
+    # cluster every command builds from the same flags: build_cluster)
     done = _predict("--ranks", "16", "-b", "1M", "-e", "1M", "--inter-link", "10us,10GB/s",
                     "--intra-link", "1us,100GB/s", "--ranks-per-node", "8", "--gamma-rate",
                     "1TB/s", "--nics-per-node", "8", "--strategies", "ring,hierarchical",
                     "--json", str(out))
     assert done.returncode == 0, done.stderr
     got = {r["strategy"]: r["predicted_us"] for r in json.loads(out.read_text())["results"]}
-    want = rows_by(PROF, [16], [1 << 20])
+    from mpicomm.costmodel.profiles import build_cluster
+
+    flags = build_cluster(ranks_per_node=8, inter="10us,10GB/s", intra="1us,100GB/s",
+                          gamma_s_per_byte=1e-12, nics_per_node=8)
+    assert not flags.pipelined and flags.channel_count == 1
+    want = rows_by(flags, [16], [1 << 20])
     assert got["ring"] == pytest.approx(want[("ring", 16, 1 << 20)]["predicted_us"])
     assert got["hierarchical"] == pytest.approx(want[("hierarchical", 16, 1 << 20)]
                                                 ["predicted_us"])
@@ -339,8 +347,8 @@ def test_measuring_model_names_the_predict_only_flags():
 
     args = _model_args("--ranks", "64", "--profile", "gb200-nvl72", "--table", "--compute-ms",
                        "5", "-n", "3")
-    assert unused_flags(args) == ["--ranks (--predict only)", "--profile (--predict only)",
-                                  "--table (--predict only)", "--compute-ms (--predict only)"]
+    assert unused_flags(args) == ["--ranks (--predict only)", "--table (--predict only)",
+                                  "--compute-ms (--predict only)"]  # --profile: every command
     assert unused_flags(_model_args("-n", "3", "--clock", "virtual")) == []
 
 

@@ -44,8 +44,8 @@ from mpicomm.costmodel.cluster_predict import cluster_time
 from mpicomm.costmodel.profiles import cluster
 
 POINTS = Path(__file__).with_name("points.json")
-NCCL_ALGORITHMS = ("ring(channels=nics)", "tree", "hierarchical(nvls)")
-FORCED = {"ring": "ring(channels=nics)", "tree": "tree", "nvls": "hierarchical(nvls)",
+NCCL_ALGORITHMS = ("ring", "tree", "hierarchical(nvls)")
+FORCED = {"ring": "ring", "tree": "tree", "nvls": "hierarchical(nvls)",
           "nvlstree": "hierarchical(nvls)"}
 TARGET_SHARE, TARGET_FOLD, WITHIN = 0.80, 2.5, 1.5
 

@@ -46,19 +46,19 @@ from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import add_flags
+from mpicomm.core.flags import add_cluster_flags, add_flags
 from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.memory import available_memory
 from mpicomm.core.options import CUDA_AWARE_ON_CPU, ReducerFields, check_strategy_options
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
-from mpicomm.p2p import virtual
+from mpicomm.p2p import barrier
 from mpicomm.reducers import make_reducer, strategies
 
 __all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
            "RECORD_KEYS", "reducer_options", "chosen_strategies", "usage_error", "device_error",
            "emulation_note", "cpu_sharing", "thread_level_record", "write_records", "format_row",
-           "HEADER", "LEGEND", "memory_problem", "memory_error"]
+           "HEADER", "LEGEND", "memory_problem", "memory_error", "cluster_record"]
 
 DTYPES = {"float": np.float32, "float32": np.float32, "double": np.float64,
           "float64": np.float64}
@@ -160,7 +160,7 @@ def sweep(tests: list, comm: MPI.Comm, cfg: BenchConfig, bufs: Buffers,
                 for _ in range(cfg.warmup):
                     test.run(buf)
                 # 2. timed calls, one by one
-                virtual.barrier(comm)  # under the virtual clock, also one start time
+                barrier(comm)  # under the virtual clock, also one start time
                 for i in range(rnd * n, (rnd + 1) * n):
                     t0 = clock.now()
                     test.run(buf)
@@ -270,6 +270,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
               notes={"validate": "(off here: the bench checks results itself; the first call "
                                  "is still checked)",
                      "compress": "(lossy: result checks are off unless none)"})
+    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
                    help="MPI thread level to request (read before MPI starts; default: "
                    "MPICOMM_THREAD_LEVEL, else mpi4py's multiple)")
@@ -289,14 +290,23 @@ def emulation_note(options: dict) -> str | None:
 
     opts = ReducerOptions.from_kwargs("bench", **options)
     if clock.virtual() is not None:
-        links = virtual.installed_model().with_links(opts.inter_link, opts.intra_link)
-        return (f"# virtual clock: inter {links.inter}, intra {links.intra}; native charged by "
-                "MPICH's algorithm (docs/virtual_clock.md)")
+        return ("# virtual clock: every message charged by the cluster above; native by "
+                "MPICH's algorithm on it (docs/virtual_clock.md)")
     if not opts.emulated:
         return None
     links = ", ".join(f"{k} {v}" for k, v in (("inter", opts.inter_link),
                                               ("intra", opts.intra_link)) if v is not None)
     return f"# emulated links: {links}; native is MPI's own collective: NOT emulated"
+
+
+def cluster_record(flags: object, ranks: int) -> dict | None:
+    """The modelled cluster for a result file (``Cluster.as_dict``): a virtual run's; None
+    under the wall clock."""
+    if clock.virtual() is None:
+        return None
+    from mpicomm.costmodel.profiles import cluster_of
+
+    return cluster_of(flags, ranks).as_dict()
 
 
 def usage_error(message: str) -> int:
@@ -430,9 +440,10 @@ def run_bench(names: list[str], options: dict, cfg: BenchConfig, baseline: str |
     dtype = np.dtype(DTYPES[cfg.dtype])
     xp = np
     if cfg.device == "gpu":
-        from mpicomm.core.gpu import import_cupy
+        from mpicomm.core.gpu import import_cupy, use_local_device
 
         xp = import_cupy("bench")
+        use_local_device(xp, world)  # each rank of a node its own GPU (cluster.md)
     bufs = Buffers(max(max(cfg.sizes) // dtype.itemsize, 1), dtype, cfg.check > 0, xp)
     tests = [AllreduceTest(make_reducer(name, comm=world, **options), op=cfg.op)
              for name in names]

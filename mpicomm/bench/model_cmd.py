@@ -23,15 +23,16 @@ from mpicomm.core.flags import is_given
 from mpicomm.core.options import ReducerOptions
 from mpicomm.core.units import fmt_bytes, fmt_num
 from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.cluster_predict import auto_crossover as crossover_on
 from mpicomm.costmodel.cluster_predict import cluster_time
 from mpicomm.costmodel.formulas import ModelParams, auto_crossover, predict, with_emulated_links
 from mpicomm.costmodel.measure import measure
-from mpicomm.p2p import virtual
+from mpicomm.costmodel.profiles import cluster_of
 
 __all__ = ["add_arguments", "run", "unused_flags", "predicted"]
 
 # flags only one of the two modes reads: given to the other, they are refused (exit 2)
-PREDICT_ONLY = ("ranks", "profile", "gamma_rate", "table", "compute_ms", "params", "calibrate",
+PREDICT_ONLY = ("ranks", "gamma_rate", "table", "compute_ms", "params", "calibrate",
                 *STEP_ONLY)
 MEASURE_ONLY = ("iters", "warmup_iters", "rounds", "check", "datatype", "op", "device", "seed",
                 "baseline", "clock", "compute_scale", "links_from", "compress", "crossover_bytes",
@@ -110,17 +111,16 @@ def run(args: argparse.Namespace) -> int:
     # 1. parameters (measured links; an emulated class takes its flags' latency and
     # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
     params = measure(world, max(cfg.sizes), args.ranks_per_node)
-    if clock.virtual() is not None:  # the virtual clock's link model, both classes
-        params = virtual.model_params(params)
-    else:
+    charged = cluster_of(args, world.Get_size()) if clock.virtual() is not None else None
+    if charged is None:  # the wall clock: the emulated classes over the measured links
         params = with_emulated_links(params, opts.inter_link, opts.intra_link)
     p = world.Get_size()
     if options["crossover_bytes"] is None:  # auto switches where this model says
-        options["crossover_bytes"] = auto_crossover(p, params)
+        options["crossover_bytes"] = (auto_crossover(p, params) if charged is None
+                                      else crossover_on(p, charged))
     rows = bench.run_bench(names, options, cfg, args.baseline)
     if world.Get_rank() != 0:
         return 0
-    charged = virtual.cluster(params.local_size) if clock.virtual() is not None else None
     for row in rows:
         t = predicted(row["strategy"], p, row["bytes"], params, options, charged)
         row["predicted_us"] = None if t is None else t * 1e6
@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     meta = {"command": "model", "argv": sys.argv, "environment": environment(),
             "clock": clock.name(),  # the clock the measured times are in
             "params": asdict(params), "options": options, "config": asdict(cfg),
+            "cluster": None if charged is None else charged.as_dict(),
             "auto_crossover_bytes": options["crossover_bytes"], "world_ranks": p}
     bench.write_records(rows, meta, args.json, args.csv)
     wrong = sum(r["wrong"] for r in rows)
@@ -143,15 +144,15 @@ def run(args: argparse.Namespace) -> int:
 
 def predicted(strategy: str, p: int, n: int, params: ModelParams, options: dict,
               charged: Cluster | None = None) -> float | None:
-    """The model's seconds for one call of the run: the α-β-γ formulas on ``params``
-    (``formulas.predict``), except the shapes they have no form for — the tree, a ring of
-    several channels (the flat formula is one ring) — on ``charged``, the cluster the virtual
-    clock charges (``virtual.cluster``): the cluster predictor there, γ as measured here."""
-    channels = int(options.get("channels") or 1)
-    if charged is not None and (strategy == "tree" or (strategy == "ring" and channels > 1)):
-        cluster = dataclasses.replace(charged, gamma_s_per_byte=params.gamma_at(n / p))
-        return cluster_time(strategy, p, n, cluster,
-                            {**options, "ranks_per_node": params.local_size})
+    """The model's seconds for one call of the run: under the virtual clock the cost model
+    on ``charged``, the cluster the clock charges (``cluster_time``, the one predictor), γ as
+    measured here x ``--compute-scale`` (the clock charges an add as CPU time); under the
+    wall clock the α-β-γ formulas on this host's measured links (``formulas.predict``)."""
+    if charged is not None:
+        vc = clock.virtual()
+        gamma = params.gamma_at(n / p) * (1.0 if vc is None else vc.scale)
+        cluster = dataclasses.replace(charged, gamma_s_per_byte=max(gamma, 1e-300))
+        return cluster_time(strategy, p, n, cluster, options)
     return predict(strategy, p, n, params, options, options["crossover_bytes"])
 
 

@@ -29,49 +29,36 @@ import math
 import sys
 
 from mpicomm.bench import step_predict
-from mpicomm.bench.profiles import (
-    MEASURED,
-    PROFILES,
-    Level,
-    Profile,
-    calibrate,
-    measured_params,
-    profile,
-)
+from mpicomm.bench.profiles import MEASURED, calibrate, measured_params
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.links import parse_link
+from mpicomm.core.flags import add_cluster_flags
+from mpicomm.core.links import Link, parse_link
 from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
 from mpicomm.costmodel.formulas import ModelParams, predict
+from mpicomm.costmodel.profiles import build_cluster
 
 __all__ = ["add_arguments", "run_predict", "predict_rows", "default_variants", "Variant",
            "format_rows", "busbw_factor", "summary", "format_summary"]
 
 
-def _parse_link(text: str) -> Level:
-    """Parse "latency,bandwidth" — e.g. "20us,1GB/s", "1.5us,400Gb/s" — into a ``Level``.
-
-    The grammar of emulated links (``mpicomm.core.links.parse_link``), so one
-    string describes a link to both.
-    """
+def _parse_link(text: str) -> Link:
+    """Parse "latency,bandwidth" — e.g. "20us,1GB/s", "1.5us,400Gb/s" — into a ``Link``
+    (the grammar of ``--inter-link``: ``mpicomm.core.links.parse_link``)."""
     spec = parse_link(text, "link")
     if spec is None:
         raise ConfigError("link '': expected 'latency,bandwidth' such as '20us,1GB/s'")
-    return Level(spec.latency, spec.bandwidth)
+    return spec
 
 
-def _level(value) -> Level | None:
-    """A link flag's value as a ``Level``: a string, or a parsed object with α and bandwidth."""
-    if value is None or isinstance(value, Level):
+def _level(value) -> Link | None:
+    """A link flag's value as a ``Link``: a string, or a parsed ``Link``."""
+    if value is None or isinstance(value, Link):
         return value
     if isinstance(value, str):
         return _parse_link(value)
-    alpha = getattr(value, "alpha_s", getattr(value, "alpha", None))
-    rate = getattr(value, "bytes_per_s", getattr(value, "bandwidth", None))
-    if alpha is None or rate is None:
-        raise ConfigError(f"link {value!r}: cannot read latency and bandwidth from it")
-    return Level(float(alpha), float(rate))
+    raise ConfigError(f"link {value!r}: expected 'latency,bandwidth' such as '20us,1GB/s'")
 
 
 def _parse_ranks(text: str) -> list[int]:
@@ -94,6 +81,7 @@ class Variant:
     strategy: str
     options: dict
     shares_nics: bool = False  # informational: the cluster model decides NIC sharing itself
+    multichannel_only: bool = False  # shown only where the default ring has several channels
 
     def options_at(self, p: int) -> dict:
         o = dict(self.options)
@@ -103,13 +91,14 @@ class Variant:
 
 
 def default_variants() -> list[Variant]:
-    """Every strategy: the ring with one channel and one per NIC, the tree, hierarchical
+    """Every strategy: the ring (the cluster's default channels: one per NIC on a profile)
+    and, where that is several, the single-channel ring, the tree, hierarchical
     (both variants, and over a reducing switch where the cluster has one), ps with one server
     and with S = p. A variant without a formula for a source is left out of its rows."""
     return [
         Variant("native", "native", {}, True),
-        Variant("ring", "ring", {}, False),
-        Variant("ring(channels=nics)", "ring", {"channels": "nics"}, False),
+        Variant("ring", "ring", {}, False),  # the cluster's default: one channel per NIC
+        Variant("ring(channels=1)", "ring", {"channels": 1}, False, multichannel_only=True),
         Variant("tree", "tree", {}, False),
         Variant("recursive_doubling", "recursive_doubling", {}, True),
         Variant("auto", "auto", {}, True),
@@ -175,6 +164,8 @@ def predict_rows(source: Cluster | ModelParams, ranks: list[int], sizes: list[in
         for n in sizes:
             for v in variants or default_variants():
                 opts = v.options_at(p)
+                if v.multichannel_only and _channel_count(source) == 1:
+                    continue
                 if isinstance(source, Cluster):
                     local, nodes = layout(p, source, opts)
                     t = cluster_time(v.strategy, p, n, source, opts)
@@ -190,6 +181,10 @@ def predict_rows(source: Cluster | ModelParams, ranks: list[int], sizes: list[in
                     continue
                 rows.append(_row(v.label, p, n, nodes, local, t, t_lat or 0.0, compute_s))
     return rows
+
+
+def _channel_count(source: Cluster | ModelParams) -> int:
+    return source.channel_count if isinstance(source, Cluster) else 1
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -245,9 +240,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="predict for a cluster that is not here instead of measuring")
     g.add_argument("--ranks", type=_parse_ranks, default=[8, 64, 1024],
                    help="rank counts to predict, e.g. 8,64,1024 (default)")
-    g.add_argument("--profile", default=None,
-                   help=f"cluster profile: {', '.join(PROFILES)}, this-machine (default "
-                        "dgx-h100-ib400 unless --inter-link is given)")
+    add_cluster_flags(p)  # --profile (the one cluster-flag group): default dgx-h100-ib400
     known = p._option_string_actions  # the emulated-link flags may come with the bench flags
     for flag, what in (("--inter-link", "inter-node"), ("--intra-link", "intra-node")):
         if flag not in known:
@@ -256,7 +249,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     if "--nics-per-node" not in known:  # the reducer options' flag, when model has them
         g.add_argument("--nics-per-node", type=int, default=None,
                        help="NICs a node's ranks share (default: the profile's; explicit "
-                            "links: 1)")
+                            "links: one per rank)")
     g.add_argument("--gamma-rate", default="1000GB/s",
                    help="explicit links: add rate, bytes/s of γ = 1/rate (default: GPU HBM)")
     g.add_argument("--table", action="store_true",
@@ -271,8 +264,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     step_predict.add_arguments(p)  # --model M: whole steps (mpicomm.bench.step_predict)
 
 
-def _source(args: argparse.Namespace) -> tuple[Profile | ModelParams, str]:
-    """The profile or measured parameters the flags describe, and a line saying which."""
+def _source(args: argparse.Namespace) -> tuple[Cluster | ModelParams, str]:
+    """The cluster or measured parameters the flags describe, and a line saying which: the
+    one ``build_cluster`` every command uses (so the same flags model the same cluster)."""
     inter, intra = _level(getattr(args, "inter_link", None)), _level(getattr(args, "intra_link",
                                                                              None))
     name = args.profile or (None if inter else "dgx-h100-ib400")
@@ -280,22 +274,18 @@ def _source(args: argparse.Namespace) -> tuple[Profile | ModelParams, str]:
         path = calibrate() if args.calibrate else args.params
         params, used = measured_params(path)
         return params, f"this-machine: parameters measured by `mpicomm model`, from {used}"
-    if name is not None:
-        prof = profile(name)
-    else:
+    gamma = None
+    if name is None:
         try:
-            rate = _parse_link(f"0s,{args.gamma_rate}").bytes_per_s
+            gamma = 1.0 / _parse_link(f"0s,{args.gamma_rate}").bytes_per_s
         except ConfigError:  # the link's message would name a link the user never wrote
             raise ConfigError(f"--gamma-rate {args.gamma_rate!r}: expected an add rate > 0 "
                               "such as 1000GB/s or 50GB/s") from None
-        prof = Profile("explicit", args.ranks_per_node or (8 if intra else 1), intra or inter,
-                       inter, 1.0 / rate, 1, "links from the command line")
-    changes = {k: v for k, v in (("inter", inter), ("intra", intra),
-                                 ("ranks_per_node", args.ranks_per_node),
-                                 ("nics_per_node", args.nics_per_node)) if v is not None}
-    if any(v < 1 for k, v in changes.items() if k.endswith("per_node")):
-        raise ConfigError("--ranks-per-node and --nics-per-node must be >= 1")
-    prof = dataclasses.replace(prof, **changes)
+    rpn = args.ranks_per_node or (None if name else (8 if intra else 1))
+    channels = getattr(args, "channels", None) if getattr(args, "strategies", None) else None
+    prof = build_cluster(name, ranks_per_node=rpn, inter=inter, intra=intra,
+                         nics_per_node=args.nics_per_node, gamma_s_per_byte=gamma,
+                         channels=None if channels in (None, 1) else channels)
     return prof, f"profile {prof.name}: {prof.source}"
 
 
@@ -316,14 +306,14 @@ def run_predict(args: argparse.Namespace) -> int:
         return step_predict.run_step_predict(args, source, described, variants)
     rows = predict_rows(source, args.ranks, sizes, variants, args.compute_ms / 1e3,
                         args.ranks_per_node)
+    if isinstance(source, Cluster):
+        print(f"# {source.line()}")  # the line every command prints for this cluster
     print(f"# mpicomm model --predict: {described}")
-    if isinstance(source, Profile):
-        print(f"# intra {_fmt_level(source.intra)}, inter {_fmt_level(source.inter)} "
-              f"({source.nics_per_node} NIC(s)/node), {source.ranks_per_node} ranks/node, "
-              f"1/gamma {1e-9 / source.gamma_s_per_byte:.0f} GB/s, per-call alpha "
-              f"{source.alpha_call_s * 1e6:g} us"
-              + (f", reducing switch {_fmt_level(source.in_network)}" if source.in_network
-                 else ""))
+    if isinstance(source, Cluster):
+        print(f"# 1/gamma {1e-9 / source.gamma_s_per_byte:.0f} GB/s"
+              + ("" if source.channel_count == 1 else
+                 f"; ring: {source.channel_count} channels (one per NIC), ring(channels=1): "
+                 "the single-channel ring"))
     best = summary(rows)
     if getattr(args, "table", False):
         print(format_rows(rows))
@@ -333,18 +323,14 @@ def run_predict(args: argparse.Namespace) -> int:
         for line in best_lines(rows):
             print(f"#   {line}")
     meta = {"command": "predict", "argv": sys.argv, "described": described,
-            "profile": (dataclasses.asdict(source) if isinstance(source, Profile)
+            "cluster": source.as_dict() if isinstance(source, Cluster) else None,
+            "profile": (dataclasses.asdict(source) if isinstance(source, Cluster)
                         else {"name": MEASURED, "params": dataclasses.asdict(source)}),
             "ranks": args.ranks, "sizes": sizes, "compute_ms": args.compute_ms,
             "strategies": [v.label for v in variants], "summary": best}
     if args.json or getattr(args, "csv", None):
         write_records(rows, meta, args.json, getattr(args, "csv", None))
     return 0
-
-
-def _fmt_level(level: Level) -> str:
-    eff = "" if level.efficiency == 1 else f" x {level.efficiency:.2f} achieved"
-    return f"alpha {level.alpha_s * 1e6:g} us, {level.bytes_per_s / 1e9:g} GB/s{eff}"
 
 
 def format_rows(rows: list[dict]) -> str:

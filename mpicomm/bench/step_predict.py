@@ -87,7 +87,8 @@ def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: i
         return rate_compute(w, args.batch_size, args.single_rate)
     from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
 
-    dev = device(getattr(args, "accelerator", None) or getattr(cluster, "device", None)
+    own = getattr(cluster, "device", None)  # a profile's own device (a Device or its name)
+    dev = device(getattr(args, "accelerator", None) or getattr(own, "name", own)
                  or DEFAULT_ACCELERATOR)
     if getattr(dev, "cpu_time", False):
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "

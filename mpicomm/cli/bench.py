@@ -19,7 +19,7 @@ from mpicomm.analysis.crossover import crossover_lines
 from mpicomm.bench import harness as H
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.units import fmt_bytes
+from mpicomm.core.units import fmt_bytes, jsonable
 from mpicomm.reducers import check_request
 
 __all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
               f"sizes {fmt_bytes(cfg.sizes[0])} .. {fmt_bytes(cfg.sizes[-1])} "
               f"x{args.stepfactor:g}, iters {cfg.iters} x {cfg.rounds} rounds, warmup "
               f"{cfg.warmup}, check {cfg.check}, thread level {level['provided']}")
-        print(f"# strategies: {', '.join(names)}; options: {json.dumps(options)}")
+        print(f"# strategies: {', '.join(names)}; options: {json.dumps(jsonable(options))}")
         note = H.emulation_note(options)
         if note:
             print(note)
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 "clock": clock.name(),  # the clock the times are in (a default may pick it)
                 "thread_level": level, "config": asdict(cfg), "options": options,
                 "strategies": names, "baseline": args.baseline, "world_ranks": world.Get_size(),
-                "reducers": described, "crossovers": crossings}
+                "reducers": described, "crossovers": crossings,
+                "cluster": H.cluster_record(args, world.Get_size())}
         H.write_records(rows, meta, args.json, args.csv)
     return 1 if any(r["wrong"] for r in rows) else 0

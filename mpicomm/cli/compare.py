@@ -35,12 +35,11 @@ from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import COLUMNS
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.core import clock
-from mpicomm.core.flags import is_given
+from mpicomm.core.flags import add_cluster_flags, is_given
 from mpicomm.core.links import link_from_env
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.measure import measure as measure_model
-from mpicomm.p2p import virtual
 from mpicomm.reducers import check_request, strategies
 from mpicomm.train import loop as T
 from mpicomm.train import metrics, parallel_run, ps_setup, zero_setup
@@ -70,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true",
                    help="also print how the verdict is decided (the statistics)")
     config_arguments(p, single_run=False)
+    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
 
 
 ONE_RANK = ("a comparison needs several ranks: run it as `mpiexec -n N python -m mpicomm "
@@ -250,28 +250,41 @@ def run(args: argparse.Namespace) -> int:
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
     model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
-    if clock.virtual() is not None:  # the links the virtual clock charged, not this host's
-        model = virtual.model_params(model)
     for name, rec in zip(names, records, strict=True):
         opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
         # auto: at the switch size it actually used (its own calibration), not this model's;
         # the real parameter server (ps:MODE) has no allreduce formula
-        rec["predicted_comm_s"] = None if ":" in name else costmodel.predict(
-            name, rec["ranks"], rec["grad_bytes"], model, opts,
-            rec.get("reducer", {}).get("crossover_bytes"))
+        rec["predicted_comm_s"] = None if ":" in name else predicted_comm(
+            name, rec, model, opts, args)
     if rank0:
         _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
     return 0
+
+
+def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | None:
+    """The model's seconds of one step's reduction: under the virtual clock the cost model on
+    the cluster the clock charged (``cluster_time``: channels, the tree and native included),
+    γ as measured here x ``--compute-scale`` (the clock charges an add as CPU time); under
+    the wall clock the α-β-γ formulas on this host's measured links (``formulas.predict``)."""
+    p, n = rec["ranks"], rec["grad_bytes"]
+    if clock.virtual() is None:
+        return costmodel.predict(name, p, n, model, opts,
+                                 rec.get("reducer", {}).get("crossover_bytes"))
+    from mpicomm.costmodel.cluster_predict import cluster_time
+    from mpicomm.costmodel.profiles import cluster_of
+
+    gamma = model.gamma_at(n / p) * clock.virtual().scale
+    cluster = dataclasses.replace(cluster_of(flags, p), gamma_s_per_byte=max(gamma, 1e-300),
+                                  ranks_per_node=opts["ranks_per_node"] or p)
+    return cluster_time(name, p, n, cluster, opts)
 
 
 def _clock_line(cfg) -> str:
     """One line naming the clock every time in the table is in."""
     if clock.virtual() is None:
         return "clock: wall — the times are this host's (docs/virtual_clock.md: --clock virtual)"
-    links = virtual.installed_model()
     nodes = f"nodes of {cfg.ranks_per_node} ranks" if cfg.ranks_per_node else "one node"
-    return (f"clock: virtual — a modelled cluster ({nodes}; links between nodes "
-            f"{links.inter}, inside {links.intra}): "
+    return (f"clock: virtual — a modelled cluster ({nodes}; the cluster line above): "
             "compute is this host's CPU time, every message is charged by the link model, so "
             "the times are the modelled cluster's, the same on any machine and MPI "
             "(docs/virtual_clock.md)")

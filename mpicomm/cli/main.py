@@ -169,7 +169,7 @@ def _run(module, args: argparse.Namespace):
     results are never lost at the end) and the stall inspector's environment
     (``MPICOMM_STALL_WARN_S``/``_ABORT_S``), install the clock the flags ask for (``--clock``,
     train/compare/bench/model), then run."""
-    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))
+    problem = check_outputs(args, ("json", "csv", "trace", "checkpoint"))  # + the inputs
     if problem is not None:
         raise ConfigError(problem)
     if getattr(module, "USES_MPI", False):  # the stall inspector's environment, read per rank
@@ -179,9 +179,12 @@ def _run(module, args: argparse.Namespace):
             stall.settings()
         except ValueError as exc:  # before: a traceback on every rank at reducer creation
             raise ConfigError(str(exc)) from None
+    if getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args):
+        _same_inputs(args)  # collective: one small Allgather
     if hasattr(args, "compute_scale") and not getattr(args, "predict", False):
         failure = None
         try:
+            _apply_profile(args)
             _install_clock(args)  # no message
         except ConfigError as exc:
             failure = exc
@@ -199,14 +202,84 @@ def _run(module, args: argparse.Namespace):
                     failure, bad = exc, 0
             if bad >= 0:
                 return _refused(args, failure, bad)
+        _print_cluster(args)
     return module.run(args)
 
 
-def _install_clock(args: argparse.Namespace) -> None:
-    """Install the clock of ``--clock`` and its flags (``virtual.install_for``; no message)."""
-    from mpicomm.p2p import virtual  # (model --predict runs no clock: it refuses the flags)
+def _same_inputs(args: argparse.Namespace) -> None:
+    """The files the command reads by path (``--data``, ``--links-from``, ``--resume``'s
+    checkpoint) hold the same bytes on every rank, or ``ConfigError`` on every rank naming
+    the ranks that differ (``core.inputs.check_same_everywhere``)."""
+    from mpi4py import MPI
 
-    name = virtual.install_for(getattr(args, "clock", None), args.compute_scale,
+    from mpicomm.core.inputs import check_same_everywhere
+
+    links = getattr(args, "links_from", None)
+    if links == "this-machine":  # the calibration it stands for
+        from mpicomm.costmodel.calibrate import HOST_PARAMS_PATHS
+
+        links = next((p for p in HOST_PARAMS_PATHS if os.path.exists(p)), None)
+    resume = getattr(args, "resume", False) and getattr(args, "checkpoint", None)
+    try:
+        check_same_everywhere(MPI.COMM_WORLD, {"data": getattr(args, "data", None),
+                                               "links_from": links,
+                                               "checkpoint": resume or None})
+    except ConfigError as exc:
+        exc.on_every_rank = True  # every rank compared the same digests
+        raise
+
+
+def _apply_profile(args: argparse.Namespace) -> None:
+    """``--profile NAME``: set each cluster flag the command line left unset to the profile's
+    (``costmodel.profiles.profile_fields``; an explicit flag overrides its field only); the
+    default ring's channels only where a ring runs. Refused under ``--clock wall``."""
+    name = getattr(args, "profile", None)
+    if name is None:
+        return
+    from mpicomm.core.options import MAX_CHANNELS
+    from mpicomm.costmodel.profiles import profile_fields
+
+    fields = profile_fields(name)  # an unknown name: one line, before any message
+    if getattr(args, "clock", None) == "wall":
+        raise ConfigError(f"--profile {name}: a modelled cluster needs the virtual clock; drop "
+                          "--clock wall or --profile")
+    if hasattr(args, "clock") and args.clock is None:
+        args.clock = "virtual"  # a profile is a modelled cluster
+    given = getattr(args, GIVEN, frozenset())
+    names = getattr(args, "strategy", None) or getattr(args, "strategies", None)
+    ring = names is None or "ring" in str(names).split(",")
+    for key, value in fields.items():
+        if key == "channels":
+            if key in given or value <= 1 or not ring or getattr(args, "compress", "none") != \
+                    "none":
+                continue
+            value = min(value, MAX_CHANNELS)
+        elif not hasattr(args, key) and key == "accelerator":
+            continue  # a command without the device model's flag
+        elif getattr(args, key, None) is not None:
+            continue
+        setattr(args, key, value)
+
+
+def _print_cluster(args: argparse.Namespace) -> None:
+    """A virtual run's first line (rank 0): the cluster it models, as ``model --predict``
+    prints it (``Cluster.line``)."""
+    from mpicomm.core import clock
+
+    if clock.virtual() is None or _world_rank() != 0:
+        return
+    from mpi4py import MPI
+
+    from mpicomm.costmodel.profiles import cluster_of
+
+    print(f"# {cluster_of(args, MPI.COMM_WORLD.Get_size()).line()}", flush=True)
+
+
+def _install_clock(args: argparse.Namespace) -> None:
+    """Install the clock of ``--clock`` and its flags (``p2p.install_clock``; no message)."""
+    from mpicomm.p2p import install_clock  # (model --predict runs no clock: it refuses flags)
+
+    name = install_clock(getattr(args, "clock", None), args.compute_scale,
                                getattr(args, "ranks_per_node", None), args.inter_link,
                                args.intra_link, getattr(args, "links_from", None),
                                getattr(args, "nics_per_node", None),
@@ -229,19 +302,32 @@ def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int
     return 2
 
 
-def _check_links_reach(args: argparse.Namespace) -> None:
-    """A link flag no message of the job's real layout would cross (no ``--ranks-per-node``:
-    a sweep over p with a fixed node size may start inside one node): ``ConfigError`` on
-    every rank (collective: one shared-memory split and one small Allgather)."""
-    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+NODE_COMMANDS = ("train", "compare", "bench")  # one job size: a node flag must fit it
 
-    nics = getattr(args, "nics_per_node", None)
-    if (args.inter_link is None and args.intra_link is None and nics is None) or \
-            resolve_ranks_per_node(getattr(args, "ranks_per_node", None)) is not None:
-        return
+
+def _check_links_reach(args: argparse.Namespace) -> None:
+    """A node or link flag no message of the job's layout would use: ``ConfigError`` on every
+    rank, alike in train, compare and bench (``--ranks-per-node`` above the job's size; a
+    link or ``--nics-per-node`` that ``unreached_link`` finds unused). Without
+    ``--ranks-per-node`` the layout is MPI's (collective: one shared-memory split and one
+    small Allgather); ``model`` sweeps sizes under a fixed node size, so only its MPI layout
+    is checked."""
     from mpi4py import MPI
 
-    why = unreached_link(node_map(MPI.COMM_WORLD), args.inter_link, args.intra_link, nics)
+    from mpicomm.core.topology import node_map, resolve_ranks_per_node, unreached_link
+
+    k = resolve_ranks_per_node(getattr(args, "ranks_per_node", None))
+    size, fixed = MPI.COMM_WORLD.Get_size(), args._command in NODE_COMMANDS
+    if k is not None and fixed and k > size:
+        raise ConfigError(f"--ranks-per-node {k}: this job has {size} rank(s), so they all share "
+                          f"one node, as without the flag; give --ranks-per-node {size} or less")
+    nics = getattr(args, "nics_per_node", None)
+    if args.inter_link is None and args.intra_link is None and nics is None:
+        return
+    if k is not None and not fixed:
+        return
+    node_of = node_map(MPI.COMM_WORLD) if k is None else [r // k for r in range(size)]
+    why = unreached_link(node_of, args.inter_link, args.intra_link, nics)
     if why is not None:
         raise ConfigError(why)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from mpicomm.core.flags import add_cluster_flags
 from mpicomm.train import loop
 from mpicomm.train.config import add_arguments as _config_arguments
 
@@ -20,6 +21,7 @@ USES_MPI = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """One flag per ``TrainConfig`` field (reducer options included)."""
     _config_arguments(p)
+    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ from mpicomm.core.errors import ConfigTypeError
 from mpicomm.core.helptext import DefaultsFormatter
 
 __all__ = ["field_help", "add_flags", "check_types", "flag_name", "base_type", "GIVEN",
-           "given_dests", "is_given"]
+           "given_dests", "is_given", "add_cluster_flags", "CLUSTER_FLAGS"]
 
 GIVEN = "_given"  # attribute of parsed flags (and of a config built from them): the dests set
 
@@ -183,3 +183,25 @@ def is_given(flags: Any, name: str, differs: bool) -> bool:
     not the default) or the command line set it (``GIVEN``, from ``given_dests``; a config
     built in Python has none, and its values alone tell)."""
     return differs or name in getattr(flags, GIVEN, ())
+
+
+# the flags that describe the modelled cluster, one field each of ``costmodel.Cluster``
+# (``costmodel.profiles.build_cluster`` turns them into one): --profile sets them all, an
+# explicit flag overrides its own field only
+CLUSTER_FLAGS = ("profile", "inter_link", "intra_link", "ranks_per_node", "nics_per_node",
+                 "channels", "links_from", "accelerator")  # accelerator: the device model's
+
+
+def add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    """The cluster-flag group every command's parser calls (train, compare, bench, model):
+    ``--profile NAME``, beside the link, node and NIC flags the reducer options give
+    (``ReducerFields``: ``--inter-link``, ``--intra-link``, ``--ranks-per-node``,
+    ``--nics-per-node``, ``--channels``, ``--links-from``). Adding it twice adds it once."""
+    if "--profile" in p._option_string_actions:
+        return
+    g = p.add_argument_group("cluster (the modelled cluster; each flag overrides its field of "
+                             "--profile; the run prints the resulting cluster line)")
+    g.add_argument("--profile", default=None, metavar="NAME",
+                   help="a named cluster (links with their sources, ranks and NICs per node; "
+                        "e.g. dgx-h100-ib400; an unknown name lists them; this-machine: the "
+                        "links measured here); implies the virtual clock")

@@ -16,12 +16,12 @@ makes the compute-to-communication ratio the cluster's rather than this CPU's.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core import clock
+from mpicomm.core.bounds import FLOP_RATE, within
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["use", "check_rate", "matmul"]
@@ -30,10 +30,11 @@ _rate: float | None = None
 
 
 def check_rate(flop_rate: float) -> None:
-    """Raise ``ConfigError`` unless ``flop_rate`` is a number of FLOP/s > 0."""
-    if isinstance(flop_rate, bool) or not (isinstance(flop_rate, (int, float))
-                                           and 0 < flop_rate < math.inf):
-        raise ConfigError(f"--flop-rate must be a number of FLOP/s > 0, got {flop_rate!r}")
+    """Raise ``ConfigError`` unless ``flop_rate`` is a number of FLOP/s in ``FLOP_RATE``
+    (core/bounds.py: results stay finite)."""
+    if not within(flop_rate, FLOP_RATE):
+        raise ConfigError(f"--flop-rate must be a number of FLOP/s from {FLOP_RATE[0]:g} to "
+                          f"{FLOP_RATE[1]:g}, got {flop_rate!r}")
 
 
 def use(flop_rate: float | None) -> None:

@@ -6,15 +6,18 @@ GPU, instead of a traceback on every rank. ``gpu_info()`` is what ``info``
 reports: CuPy's version (or why it is absent), the GPUs and CUDA-aware MPI.
 ``probe_cuda_aware()`` goes further than asking MPI: it hands device buffers to
 ``Sendrecv`` around the ranks and checks what arrived (experiments/gpu_check.sh).
+``use_local_device()`` gives each rank of a node its own GPU: ``local_rank % devices``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["import_cupy", "gpu_info", "probe_cuda_aware", "INSTALL_HINT"]
+__all__ = ["import_cupy", "gpu_info", "probe_cuda_aware", "INSTALL_HINT", "local_device",
+           "use_local_device"]
 
 INSTALL_HINT = ("install CuPy for your CUDA: pip install 'mpicomm[gpu]' (cupy-cuda12x), "
                 "or pip install cupy-cuda11x")
@@ -39,6 +42,38 @@ def import_cupy(who: str = "") -> Any:
     if count < 1:
         raise ConfigError(f"{who}--device gpu: CuPy {cupy.__version__} sees no GPU")
     return cupy
+
+
+def local_device(local_rank: int, devices: int) -> int:
+    """The GPU of the rank ``local_rank`` of its node when it sees ``devices`` GPUs.
+
+    ``local_rank % devices``: ranks of a node take its GPUs in turn (more ranks than GPUs
+    share them). A launcher that gives each rank its own GPU (``srun --gpus-per-task=1``,
+    a ``CUDA_VISIBLE_DEVICES`` per rank) leaves each rank seeing one: device 0 is then it.
+    """
+    if devices < 1:
+        raise ConfigError(f"--device gpu: rank sees {devices} GPUs (CUDA_VISIBLE_DEVICES="
+                          f"{os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')!r})")
+    return local_rank % devices
+
+
+def use_local_device(cupy: Any, comm: Any = None) -> int:
+    """Make ``local_rank % devices`` this rank's current CUDA device; return its index.
+
+    Collective over ``comm`` (default ``MPI.COMM_WORLD``): the local rank comes from MPI's
+    shared-memory split, so it counts the ranks of this host whatever the launcher's
+    placement. The device count is what CuPy sees, so ``CUDA_VISIBLE_DEVICES`` set by
+    the launcher is honoured.
+    """
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    local_rank = node.Get_rank()
+    node.Free()
+    index = local_device(local_rank, cupy.cuda.runtime.getDeviceCount())
+    cupy.cuda.Device(index).use()
+    return index
 
 
 def gpu_info() -> dict:

@@ -11,6 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from mpicomm.core.bounds import COMPUTE_SCALE, within
 from mpicomm.core.errors import ConfigError, ConfigTypeError
 from mpicomm.core.flags import is_given
 from mpicomm.core.links import LinkSpec, link_from_env
@@ -103,9 +104,11 @@ class ReducerFields:
                                         # auto: message size (8, 4K, 1M) from which the ring
                                         # is used (default: the cost model's)
     inter_link: str | LinkSpec | None = None  # emulated link between nodes LATENCY,BANDWIDTH,
-                                        # e.g. 20us,1GB/s (MPICOMM_INTER_LINK; docs/links.md;
-                                        # native cannot be emulated)
-    intra_link: str | LinkSpec | None = None  # emulated link inside a node (MPICOMM_INTRA_LINK)
+                                        # e.g. 20us,1GB/s: latency 0-10 s, bandwidth 1 B/s-1
+                                        # PB/s (MPICOMM_INTER_LINK; docs/links.md; native
+                                        # cannot be emulated)
+    intra_link: str | LinkSpec | None = None  # emulated link inside a node, the same form and
+                                        # ranges (MPICOMM_INTRA_LINK)
     compress: str = "none"              # gradient compression on the wire: none | fp16 | int8
                                         # | topk:RATIO[:noef] (docs/compression.md)
     channels: int = 1                   # ring: K rotated rings over K slices, so K ranks cross
@@ -114,6 +117,7 @@ class ReducerFields:
                                         # link model; docs/virtual_clock.md); default: virtual
                                         # with emulated nodes (--ranks-per-node and a link)
     compute_scale: float = 1.0          # virtual clock: multiplies the compute's CPU time
+                                        # (1e-6 to 1e6)
     links_from: str | None = None       # virtual clock: charge the link classes no --inter-link
                                         # / --intra-link gives as this host measured them: a
                                         # `mpicomm model --json` file, or this-machine
@@ -214,8 +218,9 @@ class ReducerOptions(ReducerFields):
         if self.clock is not None and self.clock not in CLOCKS:
             raise ConfigError(f"unknown clock {self.clock!r}; valid: {', '.join(CLOCKS)}")
         cs = self.compute_scale
-        if isinstance(cs, bool) or not isinstance(cs, (int, float)) or not 0 < cs < float("inf"):
-            raise ConfigError(f"compute_scale must be a number > 0, got {cs!r}")
+        if not within(cs, COMPUTE_SCALE):  # results stay finite (core/bounds.py)
+            raise ConfigError(f"compute_scale must be a number from {COMPUTE_SCALE[0]:g} to "
+                              f"{COMPUTE_SCALE[1]:g}, got {cs!r}")
 
     @property
     def emulated(self) -> bool:

@@ -13,8 +13,9 @@ __all__ = ["TAGS", "RANGES"]
 
 # ring (reducers/ring.py): reduce-scatter, allgather, top-k's allgather of (index, value) pairs
 RING_RS, RING_AG, RING_SPARSE = 1, 2, 3
-# cost-model calibration (costmodel/calibrate.py, literal there): ping-pong, exchange
-CALIBRATE_PINGPONG, CALIBRATE_EXCHANGE = 7, 8
+# cost-model calibration (costmodel/calibrate.py, literal there): ping-pong, exchange, the
+# exchange's 8-byte line-up, and the ping-pong's repetition count (a tells b)
+CALIBRATE_PINGPONG, CALIBRATE_EXCHANGE, CALIBRATE_LINE_UP, CALIBRATE_COUNT = 7, 8, 9, 6
 # hierarchical (reducers/hierarchical.py): intra-node reduce-scatter and allgather;
 # the inter-node ring of segment v sends with HIER_INTER + v
 HIER_INTRA_RS, HIER_INTRA_AG, HIER_INTER = 11, 12, 100

@@ -97,6 +97,12 @@ def unreached_link(node_of: list[int], inter_link: object, intra_link: object,
     if intra_link is not None and nodes == size:
         return (f"--intra-link {intra_link}: every node of this job holds one rank, so no "
                 "message would stay inside a node; give --ranks-per-node K (K > 1)")
+    local = max(node_of.count(n) for n in set(node_of)) if node_of else 0
+    if nics_per_node is not None and nics_per_node > max(local, 1):
+        return (f"--nics-per-node {nics_per_node}: a node of this job holds at most {local} "
+                f"rank(s), so at most {local} cross at once and {nics_per_node} interfaces "
+                f"cannot all be used; give --nics-per-node {local} or less, or more ranks per "
+                "node (--ranks-per-node K)")
     return None
 
 

@@ -13,6 +13,8 @@ import argparse
 import math
 from typing import Any
 
+from mpicomm.core.links import Link
+
 __all__ = ["fmt_bytes", "fmt_us", "finite", "fmt_num", "jsonable", "MISSING", "parse_bytes",
            "SizeError"]
 
@@ -64,7 +66,8 @@ def fmt_num(x: Any, spec: str = ".3g", scale: float = 1.0) -> str:
 
 
 def jsonable(value: Any) -> Any:
-    """Return ``value`` with NumPy scalars as Python ones, tuples as lists, NaN/inf as None."""
+    """Return ``value`` with NumPy scalars as Python ones, tuples as lists, NaN/inf as None,
+    a ``Link`` as its text."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -76,6 +79,8 @@ def jsonable(value: Any) -> Any:
             value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, Link):  # a profile's link in the options: as its flag would read
+        return str(value)
     return value
 
 

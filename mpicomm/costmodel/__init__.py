@@ -24,7 +24,6 @@ from mpicomm.costmodel.formulas import (
     emulated_link,
     fit_alpha_beta,
     hierarchical_time,
-    native_time,
     predict,
     ps_time,
     ps_time_interfaces,
@@ -35,7 +34,7 @@ from mpicomm.costmodel.formulas import (
 )
 
 __all__ = [
-    "ring_time", "recursive_doubling_time", "rabenseifner_time", "native_time", "ps_time",
+    "ring_time", "recursive_doubling_time", "rabenseifner_time", "ps_time",
     "hierarchical_time", "fit_alpha_beta", "LinkModel", "ModelParams", "predict",
     "auto_crossover", "emulated_link", "with_emulated_links", "ps_time_interfaces",
     "pingpong", "exchange", "measure_gamma", "quick_params",

@@ -11,9 +11,8 @@ of m bytes holds the interfaces it uses α + m·β of its class, messages on one
 queue follow each other, different queues work at the same time. γ is seconds
 per byte to add.
 
-    multiring  2(p-1)·S + (p-1)/p·n·γ,  s = n/(K·p) bytes per message and
-               S = max over ranks and classes of (messages of that class the rank
-               sends or receives per step)·(α + s·β) of that class
+    multiring  (its cost: ``cluster_predict.cluster_time("ring", ...)`` with channels,
+               the one multi-channel ring formula; ``multichannel_ring_time`` pipelined)
     tree       2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ,  c = n/(2k)
                bytes per chunk, k chunks per tree, D = depth, S = max over classes
                of q_c·(α + c·β) of that class, q_c = most messages of class c a rank
@@ -29,7 +28,7 @@ import math
 __all__ = [
     "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
     "double_binary_tree", "tree_depth", "tree_levels", "channel_rings", "tree_chunks",
-    "multiring_time", "tree_allreduce_time", "tree_cluster_time", "multiring_bytes_sent",
+    "tree_allreduce_time", "tree_cluster_time", "multiring_bytes_sent",
     "tree_bytes_sent", "tree_messages_sent",
 ]
 
@@ -230,30 +229,6 @@ def tree_messages_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
 
 
 # ----------------------------------------------------------------------- times
-def multiring_time(p: int, n: float, channels: int, ranks_per_node: int,
-                   intra: tuple[float, float], inter: tuple[float, float],
-                   gamma: float) -> float:
-    """K rotated rings over K slices of n bytes: 2(p-1)·S + (p-1)/p·n·γ (module docstring).
-
-    ``intra``/``inter`` are (α, β) of the two link classes; nodes hold
-    ``ranks_per_node`` consecutive ranks. K = 1 on one class is ``ring_time``.
-    """
-    if p <= 1:
-        return 0.0
-    node_of = [r // ranks_per_node for r in range(p)]
-    s = n / (channels * p)
-    cost = [intra[0] + s * intra[1], inter[0] + s * inter[1]]
-    counts = [[0, 0, 0, 0] for _ in range(p)]  # per rank: sends, receives per class
-    for ring in channel_rings(node_of, channels):
-        for q, r in enumerate(ring):
-            right = ring[(q + 1) % p]
-            cls = int(node_of[right] != node_of[r])
-            counts[r][cls] += 1
-            counts[right][2 + cls] += 1
-    step = max(k * cost[i % 2] for row in counts for i, k in enumerate(row))
-    return 2 * (p - 1) * step + (p - 1) / p * n * gamma
-
-
 def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
     """Double binary tree on one link class: ``tree_cluster_time`` with every rank on one node."""
     return tree_cluster_time(p, n, p, (alpha, beta), (alpha, beta), gamma)

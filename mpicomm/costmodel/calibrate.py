@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -22,11 +23,13 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.inputs import check_link_table
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, fit_alpha_beta
+from mpicomm.costmodel.native import SHORT_BYTES
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
            "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes",
-           "fresh_seconds", "MMAP_MAX"]
+           "fresh_seconds", "MMAP_MAX", "measured_collective_seconds"]
 
 CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): a malloc
@@ -34,8 +37,21 @@ CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs
 MMAP_MAX = 32 << 20
 
 
+# seconds one size's repetitions may take: the counts of ``_iters`` fit it on this host's own
+# links (12 round trips of 64 MiB in ~0.4 s), while across an 800 Mbit/s link (1.4 s a round
+# trip of 64 MiB) they took minutes: there the count follows the first (probe) round trip
+SIZE_BUDGET_S = 0.5
+
+
 def _iters(m: int, scale: float = 1.0) -> int:
     return max(3, int(scale * (300 if m <= 1 << 16 else 60 if m <= 1 << 20 else 12)))
+
+
+def _within_budget(m: int, scale: float, probe_s: float) -> tuple[int, int]:
+    """(timed repetitions, further warm-ups) for size m after a probe of ``probe_s``: the
+    usual counts, fewer where they would take over ``SIZE_BUDGET_S`` (at least 3 timed)."""
+    iters = min(_iters(m, scale), max(3, int(SIZE_BUDGET_S / max(probe_s, 1e-9))))
+    return iters, (2 if probe_s * 10 < SIZE_BUDGET_S else 0)
 
 
 def cache_bytes() -> int:
@@ -89,26 +105,33 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
     march = _March(cold + max(sizes)) if cold and me in (a, b) else None
     buf = np.zeros(max(sizes) if march is None else 1, dtype=np.uint8)
     out = np.zeros(len(sizes))
+    count = np.zeros(2, dtype=np.int64)
+    other = b if me == a else a
+
+    def round_trip(m: int) -> float:
+        view = buf[:m] if march is None else march.take(m)
+        t0 = time.perf_counter()
+        if me == a:
+            comm.Send(view, other, 7)
+            comm.Recv(view, other, 7)
+        else:
+            comm.Recv(view, other, 7)
+            comm.Send(view, other, 7)
+        return time.perf_counter() - t0
+
     for k, m in enumerate(sizes):
-        view = buf[:m]
-        iters = _iters(m, scale)
-        times = np.empty(iters)
         comm.Barrier()
-        if me in (a, b):
-            other = b if me == a else a
-            for i in range(-3, iters):  # 3 warm-up round trips
-                if march is not None:
-                    view = march.take(m)
-                t0 = time.perf_counter()
-                if me == a:
-                    comm.Send(view, other, 7)
-                    comm.Recv(view, other, 7)
-                else:
-                    comm.Recv(view, other, 7)
-                    comm.Send(view, other, 7)
-                if i >= 0:
-                    times[i] = time.perf_counter() - t0
-            out[k] = float(np.median(times)) / 2
+        if me not in (a, b):
+            continue
+        probe = round_trip(m)  # the first warm-up; a's time sets both ranks' counts
+        if me == a:
+            count[:] = _within_budget(m, scale, probe)
+            comm.Send(count, other, 6)
+        else:
+            comm.Recv(count, other, 6)
+        for _ in range(int(count[1])):
+            round_trip(m)
+        out[k] = float(np.median([round_trip(m) for _ in range(int(count[0]))])) / 2
     comm.Bcast(out, root=a)
     return [float(x) for x in out]
 
@@ -141,25 +164,32 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
             np.ones(n_max if not cold_n else 1, dtype=np.float32))
     swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
     line_up = (np.zeros(1), np.zeros(1))
+    probe = np.zeros(1)
+
+    def step(i: int, n: int) -> tuple[float, float]:
+        """One timed step (every rank: the barrier; a and b: the swap and the add)."""
+        comm.Barrier()
+        if me not in (a, b):
+            return 0.0, 0.0
+        peer = b if me == a else a
+        send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
+        if marches is not None:
+            send, recv = marches[0].take(n), marches[1].take(n)
+        comm.Sendrecv(line_up[0], peer, 9, line_up[1], peer, 9)
+        t0 = time.perf_counter()
+        comm.Sendrecv(send, peer, 8, recv, peer, 8)
+        t1 = time.perf_counter()
+        np.add(send, recv, out=send)
+        return t1 - t0, (time.perf_counter() - t1) / (4 * n)
+
     for k, m in enumerate(sizes):
         n = max(m // 4, 1)
-        iters = _iters(m, scale)
-        t = np.zeros((2, iters))
-        for i in range(-3, iters):
-            comm.Barrier()
-            if me not in (a, b):
-                continue
-            peer = b if me == a else a
-            send, recv = bufs[i % 2][:n], bufs[(i + 1) % 2][:n]
-            if marches is not None:
-                send, recv = marches[0].take(n), marches[1].take(n)
-            comm.Sendrecv(line_up[0], peer, 9, line_up[1], peer, 9)
-            t0 = time.perf_counter()
-            comm.Sendrecv(send, peer, 8, recv, peer, 8)
-            t1 = time.perf_counter()
-            np.add(send, recv, out=send)
-            if i >= 0:
-                t[:, i] = (t1 - t0, (time.perf_counter() - t1) / (4 * n))
+        probe[0] = step(1, n)[0]  # the first warm-up; a's time sets every rank's counts
+        comm.Bcast(probe, root=a)
+        iters, more = _within_budget(m, scale, float(probe[0]))
+        for i in range(more):
+            step(i, n)
+        t = np.array([step(i, n) for i in range(iters)]).T
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         swap[k], add[k] = np.median(t, axis=1)
         for buf in bufs:  # keep the values small (marching data is added to a few times only)
@@ -279,6 +309,21 @@ class MeasuredLink:
         if self.cold is not None:
             self.cold.fresh = self.fresh
 
+    # the one link type's names (``core.links.Link``), so a ``Cluster`` holds this link too
+    efficiency = 1.0
+
+    @property
+    def alpha_s(self) -> float:
+        return self.latency
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bandwidth
+
+    @property
+    def beta(self) -> float:
+        return 1.0 / self.bandwidth
+
     def seconds(self, nbytes: int) -> float:
         """One-way time of an ``nbytes`` message: t(m), interpolated (class docstring)."""
         return _on_table(self.sizes, self.times, self._last_beta, nbytes)
@@ -337,6 +382,7 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
         if os.path.exists(path):
             try:
                 params = json.loads(Path(path).read_text())["params"]
+                check_link_table(path, params)  # ConfigError: one line naming the field
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
                                       sizes, gamma, f"measured {k} link of {path}",
@@ -345,6 +391,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                                       cold=params[k].get("cold"),
                                       fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
+            except ConfigError:
+                raise
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ConfigError(f"links_from {path}: not a 'mpicomm model --json' file with "
                                   f"params ({type(exc).__name__}: {exc})") from None
@@ -352,3 +400,44 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
     raise ConfigError(f"links_from {source!r}: no calibration (tried {', '.join(tried)}); "
                       f"measure this host with `mpiexec -n 2 python -m mpicomm model "
                       f"--strategies ring -b 4K -e 64M -f 4 -n 5 --json {HOST_PARAMS_PATHS[0]}`")
+
+
+# ------------------------------------------- MPI's collectives on measured links
+def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
+    """``costmodel.native.mpi_collective_time``'s algorithms on a measured link (``--links-from``):
+    each step's message takes the link's measured time at its size — the exchange time t_x where
+    both ranks of a step send at once (recursive doubling and halving, the allgathers), the
+    one-way t where one sends (binomial trees, scatter, gather) — and reductions (inside MPI)
+    the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving then doubling
+    ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else ``Σ_k t_x(n/2^k) +
+    t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else ``Σ_k t(n/2^k) + t_x(n/2^k)``;
+    allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p rounded up); long allreduce and reduce
+    above glibc's mmap threshold also fault in MPICH's temporary (``_temporary``)."""
+    if p < 2:
+        return 0.0
+    lg = math.ceil(math.log2(p))
+    t, tx = link.seconds, link.exchange_seconds
+    if kind == "allgather":
+        return sum(tx(nbytes << k) for k in range(lg))
+    if kind not in ("allreduce", "reduce", "bcast"):
+        raise ValueError(f"unknown collective {kind!r}")
+    add = 0.0 if kind == "bcast" else 1.0
+    first = tx if kind == "allreduce" else t  # a short step: an exchange or one way
+    if nbytes < SHORT_BYTES:  # costmodel.native's switch
+        return lg * (first(nbytes) + add * nbytes * link.gamma(nbytes))
+    # long: a reduce-scatter or scatter, then an allgather or gather, per halving step
+    out = tx if kind != "bcast" else t
+    back = t if kind == "reduce" else tx
+    parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
+    steps = sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
+    return steps + _temporary(kind, nbytes, link)
+
+
+def _temporary(kind: str, nbytes: int, link: MeasuredLink) -> float:
+    """MPICH's reduce-scatter based allreduce and reduce take a temporary of the message's
+    size per call (``MPIR_CHKLMEM_MALLOC``); above glibc's largest mmap threshold
+    (``calibrate.MMAP_MAX``) it is a fresh mapping every time, its pages faulted in as the
+    algorithm first writes them: the calibrated cost per byte of fresh memory."""
+    if kind in ("allreduce", "reduce") and nbytes > MMAP_MAX:
+        return nbytes * link.fresh
+    return 0.0

@@ -1,68 +1,52 @@
-"""One cluster description, read by the predictor (``model --predict``) and the virtual clock.
+"""The one cluster description, read by the predictor (``model --predict``) and the virtual clock.
 
 A ``Cluster`` is frozen data: the node layout (ranks and NICs per node), one ``Link``
-per link class (``"intra"``: NVLink/PCIe inside a node; ``"inter"``: the NIC and fabric
-between nodes), an optional in-network reduction (``in_network``: NVLink SHARP or
-InfiniBand SHARP, a switch that sums), the per-call base latency ``alpha_call_s``, the
-number of channels (rings NCCL runs side by side; 0 = one per NIC), γ, and ``pipelined``:
-True for a GPU cluster running NCCL-style chunked streams (hops and phases overlap), False
-for mpicomm's own reducers over MPI, which block on one exchange per step (an emulated-link
-run: ``cluster_from_links``), so a step waits for its slowest link and phases add up.
+(``mpicomm.core.links.Link``, the one link type) per link class (``"intra"``: NVLink/PCIe
+inside a node; ``"inter"``: one NIC and the fabric between nodes), an optional in-network
+reduction (``in_network``: NVLink SHARP or InfiniBand SHARP, a switch that sums), the
+per-call base latency ``alpha_call_s``, the number of channels (rings NCCL runs side by
+side; 0 = one per NIC), γ, ``pipelined`` (True for a GPU cluster running NCCL-style chunked
+streams, where hops and phases overlap; False for mpicomm's own reducers, which block on one
+exchange per step, so a step waits for its slowest link and phases add up) and ``device``
+(the modelled accelerator, ``mpicomm.costmodel.device.Device``; None: the compute is
+charged as before the device model).
+
+``build_cluster`` (``costmodel.profiles``) is the one place a run's flags become a
+``Cluster``: ``train``, ``compare``, ``bench`` and ``model --predict`` given the same flags
+model the same cluster, and ``Cluster.line()`` is the line each prints.
 
 The small interface the virtual clock needs:
 
     cluster.link("intra" | "inter") -> (alpha_s, beta_s_per_byte)   # β = 1/(rate·efficiency)
     cluster.nics_per_node
+    cluster.intra, cluster.inter     # Link, or a MeasuredLink (--links-from)
 
-Every ``Link`` states its source. The named profiles live in ``mpicomm.costmodel.profiles``;
-the strategy formulas over a cluster in ``mpicomm.costmodel.cluster_predict``.
+Every ``Link`` of a profile states its source. The named profiles live in
+``mpicomm.costmodel.profiles``; the cost of each algorithm over a cluster in
+``mpicomm.costmodel.cluster_predict`` (docs/layout.md says which file holds which).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.links import Link
 
-__all__ = ["Link", "Cluster", "LINK_CLASSES", "cluster_from_links"]
+__all__ = ["Link", "Cluster", "LINK_CLASSES", "DEFAULT_INTRA", "DEFAULT_INTER",
+           "DEFAULT_GAMMA_S_PER_BYTE"]
 
 LINK_CLASSES = ("intra", "inter")
-
-
-@dataclass(frozen=True)
-class Link:
-    """One link class: α seconds per step, the line rate of one direction, the achieved share.
-
-    Attributes:
-        alpha_s: latency of one step (hop) on this link, seconds.
-        bytes_per_s: line rate of ONE direction of one link (one NIC, one GPU's NVLink), B/s.
-        efficiency: share of the line rate a collective achieves (protocol overhead); β uses it.
-        source: where the figures come from.
-    """
-
-    alpha_s: float
-    bytes_per_s: float
-    efficiency: float = 1.0
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        if not (self.alpha_s >= 0 and self.bytes_per_s > 0 and 0 < self.efficiency <= 1):
-            raise ConfigError(f"link: need alpha >= 0, rate > 0 and 0 < efficiency <= 1, got "
-                              f"{self.alpha_s}, {self.bytes_per_s}, {self.efficiency}")
-
-    @property
-    def beta(self) -> float:
-        """Seconds per byte as achieved: 1/(rate·efficiency)."""
-        return 1.0 / (self.bytes_per_s * self.efficiency)
-
-    @property
-    def achieved_bytes_per_s(self) -> float:
-        return self.bytes_per_s * self.efficiency
+# a class no flag and no profile sets: shared memory on one host; a 100 Gb/s fabric
+DEFAULT_INTRA = Link(1e-6, 10e9, text="1us,10GB/s")
+DEFAULT_INTER = Link(5e-6, 12.5e9, text="5us,100Gb/s")
+DEFAULT_GAMMA_S_PER_BYTE = 1 / 1000e9  # an add at a GPU's HBM rate / 3 (profiles: γ)
 
 
 @dataclass(frozen=True)
 class Cluster:
-    """A cluster: layout, two link classes, optional switch reduction, per-call α and γ.
+    """A cluster: layout, two link classes, optional switch reduction, per-call α, γ, device.
 
     Field order keeps the older ``Profile(name, ranks_per_node, intra, inter, gamma,
     nics_per_node, source)`` calls working.
@@ -70,8 +54,8 @@ class Cluster:
 
     name: str
     ranks_per_node: int
-    intra: Link
-    inter: Link
+    intra: Any  # Link, or a calibrate.MeasuredLink (same alpha_s, beta, bytes_per_s)
+    inter: Any
     gamma_s_per_byte: float
     nics_per_node: int = 1
     source: str = ""
@@ -79,6 +63,7 @@ class Cluster:
     channels: int = 0  # rings side by side (NCCL channels); 0 = one per NIC
     in_network: Link | None = None  # a switch that reduces (NVLS, SHARP): α, rate, efficiency
     pipelined: bool = True  # NCCL-style chunked streams; False: one blocking exchange per step
+    device: Any = None  # costmodel.device.Device (the `device` work fills it); None: unset
 
     def __post_init__(self) -> None:
         if self.ranks_per_node < 1 or self.nics_per_node < 1 or self.channels < 0:
@@ -97,22 +82,42 @@ class Cluster:
         """Rings a multi-channel ring runs: ``channels``, or one per NIC."""
         return self.channels or self.nics_per_node
 
+    def line(self) -> str:
+        """The one line every run prints for the cluster it models (``compare --profile X``
+        and ``model --predict --profile X`` print the same)."""
+        parts = [f"cluster {self.name}: {self.ranks_per_node} ranks/node, "
+                 f"{self.nics_per_node} NIC(s)/node",
+                 f"intra {_fmt(self.intra)}", f"inter {_fmt(self.inter)}"]
+        if self.alpha_call_s:
+            parts.append(f"per-call alpha {self.alpha_call_s * 1e6:g}us")
+        if self.in_network is not None:
+            parts.append(f"reducing switch {_fmt(self.in_network)}")
+        if self.device is not None:
+            parts.append(f"device {getattr(self.device, 'name', self.device)}")
+        return ", ".join(parts)
 
-def cluster_from_links(ranks_per_node: int, inter, intra=None, nics_per_node: int | None = None,
-                       gamma_s_per_byte: float = 0.0, name: str = "emulated") -> Cluster:
-    """A cluster from emulated link specs (``core.links.LinkSpec``: ``latency``, ``bandwidth``).
+    def as_dict(self) -> dict:
+        """The cluster for a JSON record: the line and each field in plain numbers."""
+        def link(x: Any) -> dict | None:
+            if x is None:
+                return None
+            return {"alpha_s": x.alpha_s, "bytes_per_s": x.bytes_per_s,
+                    "efficiency": getattr(x, "efficiency", 1.0), "text": str(x)}
 
-    For ``--inter-link``/``--intra-link`` runs: each spec becomes a ``Link`` at line rate
-    (efficiency 1, as the emulation holds exactly latency + m/bandwidth); a missing intra
-    spec takes the inter one; no per-call α, no reducing switch; one interface per rank
-    (the emulation holds each sender's own interface) unless ``nics_per_node`` says
-    otherwise; not pipelined (mpicomm's reducers block on one exchange per step).
-    """
-    def link(spec, what: str) -> Link:
-        return Link(float(spec.latency), float(spec.bandwidth), 1.0, f"{what} link {spec}")
+        return {"line": self.line(), "name": self.name, "ranks_per_node": self.ranks_per_node,
+                "nics_per_node": self.nics_per_node, "intra": link(self.intra),
+                "inter": link(self.inter), "in_network": link(self.in_network),
+                "gamma_s_per_byte": self.gamma_s_per_byte, "alpha_call_s": self.alpha_call_s,
+                "channels": self.channels, "pipelined": self.pipelined,
+                "device": None if self.device is None else getattr(self.device, "name",
+                                                                   str(self.device)),
+                "source": self.source}
 
-    inter_link = link(inter, "inter-node")
-    intra_link = link(intra, "intra-node") if intra is not None else inter_link
-    return Cluster(name, ranks_per_node, intra_link, inter_link, gamma_s_per_byte,
-                   nics_per_node or ranks_per_node, "links from the command line",
-                   pipelined=False)
+
+def _fmt(link: Any) -> str:
+    """A link as 'α,rate' (x efficiency when below 1)."""
+    eff = getattr(link, "efficiency", 1.0)
+    text = (f"{link.alpha_s * 1e6:g}us,{link.bytes_per_s / 1e9:g}GB/s"
+            + ("" if eff == 1 else f" x{eff:.2f}"))
+    measured = hasattr(link, "queue_seconds")
+    return f"measured ({link})" if measured else text

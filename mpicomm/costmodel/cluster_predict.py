@@ -4,13 +4,16 @@ Layout: L = min(ranks per node, p) ranks per node (``ranks_per_node`` option ove
 cluster's), m = ⌈p/L⌉ nodes; one node means every step is intra-node. The formulas are in
 ``cluster_formulas`` (pipelined forms; see there for each derivation). Per strategy:
 
-    ring            K = ``channels`` rings (1: the plain ring; "nics": one per NIC)
+    ring            K = ``channels`` rings (1: the plain ring; "nics": one per NIC; unset: the
+                    cluster's default, one per NIC on a named profile, 1 on link flags)
     tree            NCCL's double binary tree
     hierarchical    reduce_scatter or leader, phases pipelined; ``in_network`` and a cluster
                     with a reducing switch: switch reduction inside, tree across (NVLSTree)
     ps              S servers on full-duplex links; S > 1 puts all L ranks of a node on its
                     c NICs at once (β_e·L/c), one server crosses on its own NIC
-    recursive_doubling, native (best of it and Rabenseifner): all L ranks cross at once
+    recursive_doubling: all L ranks cross at once
+    native          MPI's Allreduce as MPICH picks it (``native.mpi_collective_time``: recursive
+                    doubling below 2 KiB, Rabenseifner from there), all L ranks crossing
     auto            the best of recursive doubling, the ring and hierarchical
 
 A named GPU profile (``profiles.nccl_protocols``) runs NCCL's three protocols: ring, tree
@@ -37,13 +40,13 @@ from mpicomm.costmodel.cluster_formulas import (
     multichannel_ring_time,
     ps_duplex_time,
     ps_interfaces_time,
-    rabenseifner_cluster_time,
     recursive_doubling_cluster_time,
     switch_tree_time,
     tree_time,
 )
+from mpicomm.costmodel.native import mpi_collective_time
 
-__all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES"]
+__all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES", "auto_crossover"]
 
 CLUSTER_STRATEGIES = ("ring", "tree", "hierarchical", "ps", "recursive_doubling", "native",
                       "auto")
@@ -57,8 +60,9 @@ def layout(p: int, cluster: Cluster, options: dict | None = None) -> tuple[int, 
 
 
 def _channels(value, cluster: Cluster) -> int:
+    """A ring's channels: the option, or the cluster's default (a profile: one per NIC)."""
     if value in (None, ""):
-        return 1
+        return cluster.channel_count
     if value == "nics":
         return cluster.channel_count
     return max(1, int(value))
@@ -85,7 +89,7 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
                                                        and o.get("in_network"))):
         return _nccl_time(strategy, p, n, cluster, local, nodes, o, protocols)
     if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps"):
-        return _stepwise(strategy, p, n, local, nodes, intra, inter, shared, g, c, a0, o)
+        return _stepwise(strategy, p, n, cluster, local, nodes, intra, inter, shared, o)
     if strategy == "ring":
         return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
                                                                               cluster), c, a0)
@@ -105,9 +109,8 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
         return ps_duplex_time(p, n, alpha, beta, g, s, bool(o.get("dedicated")), a0)
     if strategy == "recursive_doubling":
         return recursive_doubling_cluster_time(p, n, local, intra, shared, g, a0)
-    if strategy == "native":
-        return min(recursive_doubling_cluster_time(p, n, local, intra, shared, g, a0),
-                   rabenseifner_cluster_time(p, n, local, intra, shared, g, a0))
+    if strategy == "native":  # MPICH's pick, as the virtual clock charges MPI's Allreduce
+        return mpi_collective_time("allreduce", n, p, local, intra, shared, g, a0)
     if strategy == "auto":
         return min(t for t in (cluster_time(s, p, n, cluster, o) for s in
                                ("recursive_doubling", "ring", "hierarchical")) if t is not None)
@@ -115,12 +118,26 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
 
 
 
-def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, inter, shared,
-              g: float, nics: int, a0: float, o: dict) -> float:
+def auto_crossover(p: int, cluster: Cluster, sizes=None) -> int:
+    """Smallest power-of-two size from which the ring is predicted faster than recursive
+    doubling on ``cluster``, at that size and the next two (auto's switch under the virtual
+    clock: no host timing enters it)."""
+    sizes = sizes or [1 << k for k in range(3, 31)]
+    wins = [cluster_time("ring", p, n, cluster) < cluster_time("recursive_doubling", p, n,
+                                                                   cluster) for n in sizes]
+    for i, n in enumerate(sizes):
+        if all(wins[i : i + 3]):
+            return int(n)
+    return int(sizes[-1]) * 2
+
+
+def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int, intra,
+              inter, shared, o: dict) -> float:
     """Ring, hierarchical and ps as mpicomm runs them: one blocking exchange per step."""
+    g, nics, a0 = cluster.gamma_s_per_byte, cluster.nics_per_node, cluster.alpha_call_s
     slow = (max(intra[0], inter[0]), max(intra[1], inter[1]))
     if strategy == "ring":
-        k = max(1, min(_channels_opt(o), nics)) if nodes > 1 else 1
+        k = max(1, min(_channels(o.get("channels"), cluster), nics)) if nodes > 1 else 1
         b = max(intra[1], inter[1] / k) if nodes > 1 else intra[1]
         return a0 + host.ring_time(p, n, slow[0], b, g)
     if strategy == "hierarchical":
@@ -132,11 +149,6 @@ def _stepwise(strategy: str, p: int, n: float, local: int, nodes: int, intra, in
     s = int(o.get("servers") or 1)  # one server: its own interface carries all its traffic
     return a0 + ps_interfaces_time(p, n, local, intra, shared if s > 1 else inter, g, s,
                                    bool(o.get("dedicated")))
-
-
-def _channels_opt(o: dict) -> int:
-    value = o.get("channels")
-    return 1 if value in (None, "") else 1 << 30 if value == "nics" else max(1, int(value))
 
 
 def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,

@@ -8,7 +8,8 @@ Formulas (pure functions below, checked by hand in ``tests/test_costmodel.py``):
     ring                2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ
     recursive doubling  lg P·(α + nβ + nγ)  [+ 2(α + nβ) + nγ to fold p ≠ P],  P = 2^⌊lg p⌋
     Rabenseifner        2 lg P·α + 2(P-1)/P·nβ + (P-1)/P·nγ  [+ the same fold]
-    native              min(recursive doubling, Rabenseifner): MPICH's two choices
+    native              MPICH's pick (``native.mpi_collective_time``): recursive doubling
+                        below 2 KiB, Rabenseifner from there
     ps, S servers       2(W-1)α + 2(W-1)·(n/S)β + (W-1)·(n/S)γ   (W workers; dedicated
                         servers hear from all W: 2Wα + 2W·(n/S)β + (W-1)·(n/S)γ)
     hierarchical        L ranks per node, m nodes:
@@ -55,8 +56,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpicomm.costmodel.cluster_formulas import (
+    rabenseifner_cluster_time,
+    recursive_doubling_cluster_time,
+)
+from mpicomm.costmodel.native import SHORT_BYTES, mpi_collective_time
+
 __all__ = [
-    "ring_time", "recursive_doubling_time", "rabenseifner_time", "native_time", "ps_time",
+    "ring_time", "recursive_doubling_time", "rabenseifner_time", "ps_time",
     "hierarchical_time", "fit_alpha_beta", "LinkModel", "ModelParams", "predict",
     "auto_crossover", "emulated_link", "with_emulated_links", "ps_time_interfaces",
 ]
@@ -70,32 +77,16 @@ def ring_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> floa
     return 2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
 
 
-def _fold(p: int, n: float, alpha: float, beta: float, gamma: float) -> tuple[int, float]:
-    """(P, cost of folding p ranks onto P = 2^⌊lg p⌋ and unfolding): 2(α + nβ) + nγ if p ≠ P."""
-    pof2 = 1 << (max(p, 1).bit_length() - 1)
-    return pof2, (0.0 if pof2 == p else 2 * (alpha + n * beta) + n * gamma)
-
-
 def recursive_doubling_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """lg P rounds of whole-buffer exchange + add, plus the fold: lg P·(α + nβ + nγ) [+ fold]."""
-    pof2, fold = _fold(p, n, alpha, beta, gamma)
-    return math.log2(pof2) * (alpha + n * beta + n * gamma) + fold
+    """lg P rounds of whole-buffer exchange + add, plus the fold: lg P·(α + nβ + nγ) [+ fold]
+    (one link class: ``cluster_formulas.recursive_doubling_cluster_time``, its one cost)."""
+    return recursive_doubling_cluster_time(p, n, p, (alpha, beta), (alpha, beta), gamma)
 
 
 def rabenseifner_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """Recursive-halving reduce-scatter + recursive-doubling allgather (MPICH, large n)."""
-    pof2, fold = _fold(p, n, alpha, beta, gamma)
-    if pof2 == 1:
-        return fold
-    share = (pof2 - 1) / pof2 * n
-    return 2 * math.log2(pof2) * alpha + 2 * share * beta + share * gamma + fold
-
-
-def native_time(p: int, n: float, alpha: float, beta_whole: float, beta_part: float,
-                gamma_whole: float, gamma_part: float) -> float:
-    """MPICH's best choice: recursive doubling (β, γ at n) or Rabenseifner (at n/p)."""
-    return min(recursive_doubling_time(p, n, alpha, beta_whole, gamma_whole),
-               rabenseifner_time(p, n, alpha, beta_part, gamma_part))
+    """Recursive-halving reduce-scatter + recursive-doubling allgather (MPICH, large n; one
+    link class: ``cluster_formulas.rabenseifner_cluster_time``, its one cost)."""
+    return rabenseifner_cluster_time(p, n, p, (alpha, beta), (alpha, beta), gamma)
 
 
 def ps_time(p: int, n: float, alpha: float, beta: float, gamma: float, servers: int = 1,
@@ -343,8 +334,9 @@ def predict(strategy: str, p: int, n: float, params: ModelParams, options: dict 
         return ring_time(p, n, a, bx(part), g(part))
     if strategy == "recursive_doubling":
         return recursive_doubling_time(p, n, a, bx(n), g(n))
-    if strategy == "native":
-        return native_time(p, n, a, bx(n), bx(n / p), g(n), g(n / p))
+    if strategy == "native":  # MPICH's pick (``native.mpi_collective_time``), β at its pieces
+        m = n if n < SHORT_BYTES else n / p
+        return mpi_collective_time("allreduce", n, p, p, (a, bx(m)), (a, bx(m)), g(m))
     if strategy == "ps" and (params.inter.emulated or params.intra.emulated):
         return _ps_emulated(p, n, params, o)
     if strategy == "ps":

@@ -71,11 +71,21 @@ S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table i
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.costmodel.cluster import Cluster, Link
+from mpicomm.core.links import parse_link
+from mpicomm.costmodel.cluster import (
+    DEFAULT_GAMMA_S_PER_BYTE,
+    DEFAULT_INTER,
+    DEFAULT_INTRA,
+    Cluster,
+    Link,
+)
 
-__all__ = ["CLUSTERS", "cluster", "NVLINK_EFF", "IB_EFF", "NVLS_EFF", "ETH_EFF", "Protocol",
+__all__ = ["CLUSTERS", "cluster", "build_cluster", "LINKS_NAME", "profile_fields", "MEASURED",
+           "cluster_of", "NVLINK_EFF", "IB_EFF",
+           "NVLS_EFF", "ETH_EFF", "Protocol",
            "NCCL_PROTOCOLS", "TREE_CORRECTION", "nccl_protocols", "net_plugin_latency",
            "net_overhead", "ll_max_busbw"]
 
@@ -214,7 +224,7 @@ def net_plugin_latency(c: Cluster) -> float:
 def nccl_protocols(c: Cluster) -> tuple[Protocol, ...] | None:
     """NCCL's protocols for a named GPU profile (all of ``CLUSTERS`` run NCCL); None otherwise.
 
-    A cluster built elsewhere (``cluster_from_links``, a test's) keeps its own single α per
+    A cluster built elsewhere (``build_cluster`` of link flags, a test's) keeps its own single α per
     hop; a profile changed by ``dataclasses.replace`` (a NIC count, a rate) keeps its name.
     """
     return NCCL_PROTOCOLS if c.name in CLUSTERS and c.pipelined else None
@@ -222,6 +232,93 @@ def nccl_protocols(c: Cluster) -> tuple[Protocol, ...] | None:
 
 def cluster(name: str) -> Cluster:
     """The named cluster; ``ConfigError`` listing the valid names otherwise."""
-    if name not in CLUSTERS:
+    if not isinstance(name, str) or name not in CLUSTERS:
         raise ConfigError(f"unknown profile {name!r}; valid profiles: {', '.join(CLUSTERS)}")
     return CLUSTERS[name]
+
+
+LINKS_NAME = "links"  # the name of a cluster built from link flags (no --profile)
+
+
+def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = None,
+                  inter: Any = None, intra: Any = None, nics_per_node: int | None = None,
+                  links_from: str | None = None, channels: int | None = None,
+                  gamma_s_per_byte: float | None = None) -> Cluster:
+    """The cluster a run's flags describe: the one place flags become a ``Cluster``.
+
+    With ``profile`` (``--profile NAME``): that named cluster, each field a flag gives
+    (``inter``/``intra`` links, ranks and NICs per node, channels, γ) replacing the profile's
+    one at a time. Without: mpicomm's own reducers (``pipelined`` False) on the links given
+    (``"20us,1GB/s"`` or ``Link``), ``DEFAULT_INTRA``/``DEFAULT_INTER`` for a class none
+    gives, or this host's measured links for such a class with ``links_from``; ``nics_per_node``
+    defaults to one NIC per rank (``ranks_per_node``), as the virtual clock's per-rank
+    interfaces, so the predictor, the clock and every command agree; one channel.
+
+    Raises ``ConfigError`` for an unknown profile, a bad link or a count < 1.
+    """
+    inter, intra = parse_link(inter, "inter_link"), parse_link(intra, "intra_link")
+    for what, v in (("ranks_per_node", ranks_per_node), ("nics_per_node", nics_per_node),
+                    ("channels", channels)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError(f"{what} must be an int >= 1, got {v!r}")
+    if gamma_s_per_byte is not None and not 0 <= gamma_s_per_byte < float("inf"):
+        raise ConfigError(f"gamma must be finite and >= 0 seconds per byte, got "
+                          f"{gamma_s_per_byte!r}")
+    if profile is not None:
+        changes = {k: v for k, v in (("inter", inter), ("intra", intra),
+                                     ("ranks_per_node", ranks_per_node),
+                                     ("nics_per_node", nics_per_node), ("channels", channels),
+                                     ("gamma_s_per_byte", gamma_s_per_byte)) if v is not None}
+        return replace(cluster(profile), **changes)
+    if links_from and (inter is None or intra is None):
+        from mpicomm.costmodel.calibrate import host_links  # MPI, only for measured links
+
+        measured_intra, measured_inter = host_links(links_from)
+        inter, intra = inter or measured_inter, intra or measured_intra
+    rpn = ranks_per_node or 1
+    given = [f"{k} {v}" for k, v in (("inter", inter), ("intra", intra)) if v is not None]
+    return Cluster(LINKS_NAME, rpn, intra or DEFAULT_INTRA, inter or DEFAULT_INTER,
+                   DEFAULT_GAMMA_S_PER_BYTE if gamma_s_per_byte is None else gamma_s_per_byte,
+                   nics_per_node or rpn,
+                   "links from the command line: " + (", ".join(given) or "defaults"),
+                   channels=channels or 1, pipelined=False)
+
+
+MEASURED = "this-machine"  # the profile of this host's measured links (``--links-from``)
+
+
+def profile_fields(name: str) -> dict:
+    """The cluster flags ``--profile NAME`` sets (``core.flags.CLUSTER_FLAGS``), as values of
+    the reducer options: links (``Link``, efficiency kept), ranks and NICs per node, the
+    default ring's channels (one per NIC) and, where the profile has a ``device``, its
+    ``accelerator`` (``--accelerator``); ``this-machine``: this host's measured links.
+    ``ConfigError`` for an unknown name, listing the valid ones."""
+    if name == MEASURED:
+        return {"links_from": MEASURED}
+    if not isinstance(name, str) or name not in CLUSTERS:
+        raise ConfigError(f"unknown profile {name!r}; valid profiles: "
+                          f"{', '.join([*CLUSTERS, MEASURED])}")
+    c = CLUSTERS[name]
+    fields = {"inter_link": c.inter, "intra_link": c.intra, "ranks_per_node": c.ranks_per_node,
+              "nics_per_node": c.nics_per_node, "channels": c.channel_count}
+    if c.device is not None:  # the device model's hook: a profile brings its accelerator
+        fields["accelerator"] = getattr(c.device, "name", c.device)
+    return fields
+
+
+def cluster_of(flags: Any, ranks: int) -> Cluster:
+    """The cluster a run's flags (a namespace or config with ``CLUSTER_FLAGS``) model on a
+    job of ``ranks`` ranks (no ranks per node given: one node of them all)."""
+    from mpicomm.core.topology import resolve_ranks_per_node
+
+    name = getattr(flags, "profile", None)
+    rpn = resolve_ranks_per_node(getattr(flags, "ranks_per_node", None))
+    channels = getattr(flags, "channels", None)
+    return build_cluster(None if name == MEASURED else name,
+                         ranks_per_node=rpn or (None if name not in (None, MEASURED)
+                                                else max(1, ranks)),
+                         inter=getattr(flags, "inter_link", None),
+                         intra=getattr(flags, "intra_link", None),
+                         nics_per_node=getattr(flags, "nics_per_node", None),
+                         links_from=getattr(flags, "links_from", None),
+                         channels=None if channels in (None, 1) else channels)

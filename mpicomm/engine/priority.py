@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.p2p import virtual
+from mpicomm.p2p import max_over
 
 __all__ = ["agree_head", "local_head"]
 
@@ -47,4 +47,4 @@ def local_head(works: Sequence[Any]) -> int:
 
 def agree_head(comm: Any, works: Sequence[Any]) -> int:
     """Steps 1–2: the least ``local_head`` over the ranks of ``comm`` (collective)."""
-    return -int(virtual.max_over(comm, np.array([-local_head(works)], dtype=np.float64))[0])
+    return -int(max_over(comm, np.array([-local_head(works)], dtype=np.float64))[0])

@@ -42,6 +42,7 @@ from mpi4py import MPI
 
 from mpicomm.core import trace
 from mpicomm.core.links import LinkSpec
+from mpicomm.p2p import stall
 from mpicomm.p2p.links import Interface, sleep_until
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
@@ -138,6 +139,8 @@ class EmulatedTransport(BlockingByRequests, Transport):
     def _sleep_wait(self, requests: list) -> None:
         """Like ``_wait_requests`` (the one place that waits on requests), sleeping between
         ``Testall`` polls instead of spinning in MPI."""
+        stall.wait_begin(len(requests))  # watched as every wait (p2p/stall.py, 2a.)
         while not MPI.Request.Testall(requests):
             time.sleep(POLL_SECONDS)
+        stall.wait_end()
 

@@ -20,6 +20,15 @@ How:
    caller may append itself (``Channel``: the inline protocol, what
    ``Reducer.allreduce``'s hot path does: two appends, no call).
    ``Transport._wait_requests`` notes how many requests it blocks on.
+2a. Every wait of the point-to-point layer outside a reducer call is watched too: the
+   engines' and layouts' own messages (ZeRO's reduce-scatter and all-gather, a pipeline
+   stage's sends and receives, tensor parallelism's rings) and the MPI collectives the
+   transport runs. The transport brackets each blocking call with ``wait_begin(n, peer)``
+   / ``wait_end()`` (a tuple stored per thread: no MPI, no lock), and the watchdog treats
+   a wait that has lasted past the warning (abort) time, while no channel is inside a
+   call, as a stall: one warning naming the rank it waits for (its world rank, when one
+   peer is known), then the abort. A parameter server's idle wait for any worker
+   (``recv_any``) is not watched: its workers' calls are.
 2. One watchdog thread per process wakes every ``min(1 s, warn/4)``. It answers
    peers' questions on every side communicator (``Iprobe``; a reply is this
    rank's call counter and whether it is inside a call), and, when the current
@@ -52,7 +61,8 @@ from mpi4py import MPI
 
 from mpicomm.core import clock, tags, trace
 
-__all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait", "LOG_CAP"]
+__all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait", "wait_begin",
+           "wait_end", "watch", "LOG_CAP"]
 
 _TAG_ASK, _TAG_ANSWER = tags.STALL_ASK, tags.STALL_ANSWER
 LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
@@ -247,9 +257,27 @@ class _State:
         self.enabled = True
         self.warn_s, self.abort_s = 60.0, None
         self.waiting_on = 0  # requests the transport is blocked on (0: none)
+        # thread id -> (wall entry, requests, world rank waited for or -1) of its current
+        # point-to-point wait, None between waits (2a.)
+        self.waits: dict[int, tuple[float, int, int] | None] = {}
+        self.warned_wait = 0.0  # the entry time of the last wait warned about
 
 
 _state = _State()
+_ident, _perf = threading.get_ident, time.perf_counter
+
+
+def wait_begin(n: int, peer: int = -1) -> None:
+    """This thread blocks on ``n`` messages now (``peer``: the world rank it waits for,
+    -1 when not one known rank)."""
+    _state.waiting_on = n
+    _state.waits[_ident()] = (_perf(), n, peer)
+
+
+def wait_end() -> None:
+    """This thread's wait is over."""
+    _state.waiting_on = 0
+    _state.waits[_ident()] = None
 
 
 def set_enabled(on: bool) -> None:
@@ -261,8 +289,22 @@ def set_enabled(on: bool) -> None:
 
 
 def note_wait(n: int) -> None:
-    """The transport blocks on ``n`` requests (0: the wait is over)."""
-    _state.waiting_on = n
+    """The transport blocks on ``n`` requests (0: the wait is over): ``wait_begin``/``_end``."""
+    if n:
+        wait_begin(n)
+    else:
+        wait_end()
+
+
+def watch() -> None:
+    """Start the watchdog thread (once per process) when the environment asks for one: a
+    transport made outside any reducer (a pipeline's, a tensor group's) is watched too."""
+    warn, abort = settings()
+    with _state.lock:
+        _state.warn_s, _state.abort_s = warn, abort
+        if (warn or abort) and _state.thread is None:
+            _state.thread = threading.Thread(target=_watch, name="mpicomm-stall", daemon=True)
+            _state.thread.start()
 
 
 def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
@@ -273,21 +315,18 @@ def attach(comm: MPI.Comm, participants: list[int] | None = None) -> Channel:
     """
     warn, abort = settings()
     size, rank = comm.Get_size(), comm.Get_rank()
-    watch = bool(warn) or bool(abort)
-    ask_ok = size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE and watch
+    watching = bool(warn) or bool(abort)
+    ask_ok = size > 1 and MPI.Query_thread() == MPI.THREAD_MULTIPLE and watching
     if size > 1:  # Dup is collective: every rank decides alike (the env may differ per rank)
         ask_ok = comm.allreduce(ask_ok, op=MPI.LAND)
     side = comm.Dup() if ask_ok else None
     ch = Channel(side, list(range(size)) if participants is None else list(participants),
                  rank, size)
     with _state.lock:
-        _state.warn_s, _state.abort_s = warn, abort
         if side is not None:
             _state.channels.append(ch)
         _state.every.add(ch)
-        if watch and _state.thread is None:
-            _state.thread = threading.Thread(target=_watch, name="mpicomm-stall", daemon=True)
-            _state.thread.start()
+    watch()  # the settings, and the thread on first use
     return ch
 
 
@@ -306,6 +345,37 @@ def _watch() -> None:
             inside = [ch for ch in _state.every if ch.since() is not None]
         for ch in inside:
             _check(ch, warn, abort)
+        if not inside:  # a wait outside every reducer call (2a.)
+            _check_waits(warn, abort)
+
+
+def _check_waits(warn: float, abort: float | None) -> None:
+    """Warn about (or abort on) a point-to-point wait that has lasted too long (2a.)."""
+    now = _perf()
+    for tid, w in list(_state.waits.items()):
+        if w is None:
+            continue
+        waited = now - w[0]
+        if warn and waited > warn and _state.warned_wait != w[0]:
+            _state.warned_wait = w[0]
+            _say_wait(w, waited, "warning")
+        if abort and waited > abort and _state.waits.get(tid) is w:
+            _say_wait(w, waited, "abort")
+            trace.flush_active()
+            time.sleep(0.5)
+            MPI.COMM_WORLD.Abort(1)
+
+
+def _say_wait(w: tuple[float, int, int], waited: float, kind: str) -> None:
+    _, n, peer = w
+    who = f"rank {peer}" if peer >= 0 else "unknown (the wait is on requests to several ranks)"
+    tail = (f"; MPICOMM_STALL_ABORT_S={_state.abort_s:g} passed: aborting the job"
+            if kind == "abort" else "")
+    sys.stderr.write(
+        f"mpicomm stall {kind}: rank {MPI.COMM_WORLD.Get_rank()} has waited {waited:.1f} s "
+        f"on {n} point-to-point request{'s' if n > 1 else ''} (an engine's or a layout's "
+        f"messages, outside a reducer call); ranks not arrived: {who}{tail}\n")
+    sys.stderr.flush()
 
 
 def _check(ch: Channel, warn: float, abort: float | None) -> None:

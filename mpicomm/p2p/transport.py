@@ -57,6 +57,8 @@ from mpicomm.p2p import stall
 
 __all__ = ["Transport", "Traffic", "BlockingByRequests"]
 
+_begin, _end = stall.wait_begin, stall.wait_end  # around every blocking MPI call
+
 
 @dataclass
 class Traffic:
@@ -111,6 +113,10 @@ class Transport:
         self.remote = [n != me for n in self.node_of]
         self.counts = Traffic() if counts is None else counts
         self._posted: dict[int, tuple] = {}  # tracing only: id(request) -> (name, peer, bytes, t0)
+        # world rank of each rank of comm: the stall watchdog names whom a wait is for
+        self.world_of = MPI.Group.Translate_ranks(comm.Get_group(), list(range(self.size)),
+                                                  MPI.COMM_WORLD.Get_group())
+        stall.watch()  # every wait below is watched (p2p/stall.py, 2a.)
 
     def describe(self) -> dict:
         """JSON-able summary: emulation and node map."""
@@ -157,7 +163,9 @@ class Transport:
         """Send ``sendbuf`` to ``dest`` while receiving ``recvbuf`` from ``source`` (one tag)."""
         rec = trace.active()
         t0 = clock.now() if rec is not None else 0.0
+        _begin(1, self.world_of[source])
         self.comm.Sendrecv(sendbuf, dest, tag, recvbuf, source, tag)
+        _end()
         ns, nr = sendbuf.nbytes, recvbuf.nbytes
         c = self.counts
         c.bytes_sent += ns
@@ -176,7 +184,9 @@ class Transport:
         """Blocking send of ``buf`` to ``dest``."""
         rec = trace.active()
         t0 = clock.now() if rec is not None else 0.0
+        _begin(1, self.world_of[dest])
         self.comm.Send(buf, dest, tag)
+        _end()
         self._count_send(buf.nbytes, dest)
         if rec is not None:
             rec.complete("send", "p2p", t0, clock.now(), peer=dest, bytes=buf.nbytes)
@@ -185,7 +195,9 @@ class Transport:
         """Blocking receive into ``buf`` from ``source``."""
         rec = trace.active()
         t0 = clock.now() if rec is not None else 0.0
+        _begin(1, self.world_of[source])
         self.comm.Recv(buf, source, tag)
+        _end()
         self._count_recv(buf.nbytes, source)
         if rec is not None:
             rec.complete("recv", "p2p", t0, clock.now(), peer=source, bytes=buf.nbytes)
@@ -209,7 +221,9 @@ class Transport:
 
         ``kind`` (allreduce, reduce, bcast, allgather), ``nbytes`` per rank and
         ``remote`` (it crosses nodes) let the virtual transport charge it."""
+        _begin(comm.Get_size() - 1)
         fn(*args)
+        _end()
 
     # --------------------------------------------------------- non-blocking
     def isend(self, buf: Any, dest: int, tag: int) -> Any:
@@ -247,9 +261,9 @@ class Transport:
         emulated blocking calls all come here): a stall inspector wraps this
         method to see who waits on what, and for how long.
         """
-        stall.note_wait(len(requests))
+        _begin(len(requests))
         MPI.Request.Waitall(requests)
-        stall.note_wait(0)
+        _end()
 
 
 class BlockingByRequests:

@@ -1,10 +1,12 @@
-"""The transport under the virtual clock: real bytes move, time comes from a link model.
+"""The transport under the virtual clock: real bytes move, time comes from the ``Cluster``.
 
 After SimGrid/SMPI's online simulation and LogGOPSim. Each rank keeps a virtual
 timeline (``mpicomm.core.clock.VirtualClock``: compute = thread CPU time x scale,
 nothing charged while inside MPI). Every message carries its sender's virtual
-departure time; a link model gives its arrival. Per message of n bytes on link
-class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
+departure time; the transport's own ``Cluster`` (``mpicomm.costmodel.cluster``, the one
+description the predictor also reads; each reducer's transport holds its own, so nothing
+of one reducer's links reaches another) gives its arrival. Per message of n bytes on link
+class c (intra- or inter-node, from the node map; α, β of ``Cluster.link(c)``):
 
 1. send (``isend``): the sends a rank posts in a row (until its next other
    transport call) form a batch that starts on the send queue of class c at
@@ -26,7 +28,7 @@ class c (intra- or inter-node, from the node map; α, β of ``LinkModel``):
    end (sends) of the batch; CPU time spent waiting is not charged.
 
 Full duplex: send and receive queues are separate, one pair per link class per
-rank (one network interface per rank). With ``nics_per_node`` c, the k ranks of
+rank. With ``nics_per_node`` c (by default one per rank), the k ranks of
 a node that cross node boundaries at once share the c interfaces: β across nodes
 is multiplied by ⌈k/c⌉. k is the algorithm's (``Reducer.crossing_ranks``: the
 ring's one boundary rank, K for K channels, every rank for ps with S > 1,
@@ -35,8 +37,10 @@ hierarchical, the tree and recursive doubling), as in the predictor.
 ``collective(kind, nbytes, remote, comm, fn, *args)`` runs an MPI collective a
 reducer calls directly (native's Allreduce, the leader variant's Reduce/Bcast,
 the agreement Allgather): all ranks of ``comm`` start at the latest of their
-clocks (one small Allreduce MAX) and end after MPICH's algorithm by the formula
-(``collective_seconds``). ``install`` puts the clock in ``mpicomm.core.clock``.
+clocks (one small Allreduce MAX) and end after MPICH's algorithm by the cost model's
+one formula for it (``costmodel.native.mpi_collective_time``, which ``model --predict``'s
+native also is). ``install`` puts the clock in ``mpicomm.core.clock`` for a command's
+process; ``hold``/``release`` for one reducer, taken down when its last holder closes.
 See docs/virtual_clock.md.
 """
 
@@ -44,7 +48,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -53,167 +56,78 @@ from mpi4py import MPI
 from mpicomm.core import clock, trace
 from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.links import LinkSpec, link_from_env, parse_link
+from mpicomm.core.links import link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
-from mpicomm.costmodel.calibrate import MMAP_MAX, MeasuredLink, host_links
+from mpicomm.costmodel.calibrate import MeasuredLink, measured_collective_seconds
+from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.native import mpi_collective_time
+from mpicomm.costmodel.profiles import build_cluster
+from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
-__all__ = ["LinkModel", "VirtualTransport", "install", "installed_model", "collective_seconds",
-           "DEFAULT_INTRA", "DEFAULT_INTER", "SHORT_BYTES", "default_clock", "install_for",
-           "barrier", "model_params", "cluster", "measured_collective_seconds"]
+__all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
+           "barrier", "max_over"]
 
-# a class with no --intra-link / --inter-link: shared memory on one host; a 100 Gb/s fabric
-DEFAULT_INTRA = LinkSpec(1e-6, 10e9, "1us,10GB/s")
-DEFAULT_INTER = LinkSpec(5e-6, 12.5e9, "5us,100Gb/s")
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
-SHORT_BYTES = 2048  # MPICH's short-message switch for its collectives (recursive doubling below)
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
-@dataclass(frozen=True)
-class LinkModel:
-    """α and β per link class, interfaces per node: what the virtual transport charges.
-
-    Attributes:
-        intra, inter: the ``LinkSpec`` of links inside a node and between nodes.
-        nics_per_node: network interfaces per node; None: one per rank.
-    """
-
-    intra: LinkSpec = DEFAULT_INTRA
-    inter: LinkSpec = DEFAULT_INTER
-    nics_per_node: int | None = None
-
-    def alpha_beta(self, remote: bool, share: int = 1) -> tuple[float, float]:
-        """(α seconds, β seconds per byte) of a link class; ``share`` ranks per interface."""
-        spec = self.inter if remote else self.intra
-        return spec.latency, (share if remote else 1) / spec.bandwidth
-
-    def wire(self, remote: bool, share: int = 1, exchange: bool = False,
-             cold: bool = False) -> Any:
-        """The seconds an n-byte message holds a queue of its class, as a function of n:
-        n·β, or a measured link's (``--links-from``) time by size less its latency;
-        ``exchange``: of a message sent while its sender also receives on the class (a
-        measured link's exchange time; an interface is full duplex: the same n·β);
-        ``cold``: of a call whose buffers do not fit in the host's last-level cache (a
-        measured link's cold tables, when calibrated; a modelled link: the same n·β)."""
-        spec = self.inter if remote else self.intra
-        if isinstance(spec, MeasuredLink):
-            k = share if remote else 1
-
-            def w(n: int) -> float:
-                return k * spec.queue_seconds(n, exchange, cold)
-
-            return w
-        beta = self.alpha_beta(remote, share)[1]
-        return lambda n: n * beta
-
-    def with_links(self, inter: LinkSpec | None, intra: LinkSpec | None) -> LinkModel:
-        """This model with the given classes replaced (None keeps the class)."""
-        return replace(self, inter=inter or self.inter, intra=intra or self.intra)
+def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
+    """The seconds an n-byte message holds a queue of a class, as a function of n: k·n·β
+    (k ranks per interface), or a measured link's (``--links-from``) time by size less its
+    latency (``exchange``: sent while its sender also receives; ``cold``: a call whose
+    buffers do not fit in the host's last-level cache; a modelled link: the same n·β)."""
+    if isinstance(link, MeasuredLink):
+        return lambda n: k * link.queue_seconds(n, exchange, cold)
+    beta = k * link.beta
+    return lambda n: n * beta
 
 
-_model = LinkModel()
+# ------------------------------------------------------------------ the process's clock
+_owned: VirtualClock | None = None  # the clock ``hold`` installed (None: not ours)
+_holders = 0  # reducers holding ``_owned``
 
 
-def install(scale: float = 1.0, inter_link: str | LinkSpec | None = None,
-            intra_link: str | LinkSpec | None = None,
-            nics_per_node: int | None = None, links_from: str | None = None) -> VirtualClock:
-    """Make ``mpicomm.core.clock`` virtual for this process (compute x ``scale``) and set the
-    link model's classes that are given. ``links_from`` (a ``mpicomm model --json`` file or
-    ``this-machine``): classes without a link string take this host's measured links
-    (``costmodel.calibrate.host_links``). Installing again keeps the running clock when the
-    scale is unchanged (a second reducer joins the same timelines)."""
-    global _model
-    if links_from:
-        intra_m, inter_m = host_links(links_from)
-        _model = _model.with_links(inter_m, intra_m)
-    _model = _model.with_links(parse_link(inter_link, "inter_link"),
-                               parse_link(intra_link, "intra_link"))
-    if nics_per_node is not None:
-        _model = replace(_model, nics_per_node=nics_per_node)
+def install(scale: float = 1.0) -> VirtualClock:
+    """Make ``mpicomm.core.clock`` virtual for this process (compute x ``scale``), for the
+    whole process (a command's run). Installing again keeps the running clock when the scale
+    is unchanged (every reducer joins the same timelines). Links are not process-wide: each
+    transport charges its own ``Cluster``."""
     clk = clock.virtual()
     if clk is None or clk.scale != float(scale):
+        if clk is not None and clk is _owned and _holders:
+            raise ConfigError(f"compute_scale={scale:g}: a reducer of this process runs the "
+                              f"virtual clock at {clk.scale:g}; close it first")
         clk = VirtualClock(scale)
         clock.set_source(clk.now, "virtual")
     return clk
 
 
-def installed_model() -> LinkModel:
-    """The link model ``install`` set (defaults for classes never given)."""
-    return _model
+def hold(scale: float = 1.0) -> VirtualClock:
+    """The virtual clock for one reducer (``clock="virtual"``): the running one, or a new one
+    that ``release`` takes down again when its last holder closes, so nothing a reducer set
+    outlives it."""
+    global _owned, _holders
+    running = clock.virtual()
+    clk = install(scale)
+    if clk is not running:
+        _owned, _holders = clk, 0
+    if clk is _owned:
+        _holders += 1
+    return clk
 
 
-def cluster(ranks_per_node: int, model: LinkModel | None = None) -> Any:
-    """The installed link model (or ``model``) as the cost model's ``Cluster``: the one
-    description the predictor (``costmodel.cluster_predict.cluster_time``) and this clock
-    read — both classes at line rate, one interface per rank unless ``nics_per_node``, γ = 0
-    (the clock charges additions as CPU time), not pipelined (one blocking exchange per step)."""
-    from mpicomm.costmodel.cluster import cluster_from_links
-
-    m = _model if model is None else model
-    return cluster_from_links(ranks_per_node, m.inter, m.intra, m.nics_per_node,
-                              name="virtual clock")
-
-
-def collective_seconds(kind: str, nbytes: int, p: int, alpha: float, beta: float) -> float:
-    """Modelled time of MPICH's algorithm for an MPI collective of ``nbytes`` per rank on p ranks.
-
-    allreduce: recursive doubling ``lg p (α + nβ)`` below ``SHORT_BYTES``, else
-    Rabenseifner ``2 lg p α + 2 (p-1)/p nβ``; reduce and bcast: binomial
-    ``lg p (α + nβ)`` short, else scatter/reduce-scatter + gather/allgather
-    ``2 lg p α + 2 (p-1)/p nβ``; allgather (n per rank): ``lg p α + (p-1) nβ``.
-    """
-    if p < 2:
-        return 0.0
-    lg = math.ceil(math.log2(p))
-    if kind == "allgather":
-        return lg * alpha + (p - 1) * nbytes * beta
-    if kind not in ("allreduce", "reduce", "bcast"):
-        raise ValueError(f"unknown collective {kind!r}")
-    if nbytes < SHORT_BYTES:
-        return lg * (alpha + nbytes * beta)
-    return 2 * lg * alpha + 2 * (p - 1) / p * nbytes * beta
-
-
-def measured_collective_seconds(kind: str, nbytes: int, p: int, link: MeasuredLink) -> float:
-    """``collective_seconds``'s algorithms on a measured link (``--links-from``): each step's
-    message takes the link's measured time at its size — the exchange time t_x where both
-    ranks of a step send at once (recursive doubling and halving, the allgathers), the
-    one-way t where one sends (binomial trees, scatter, gather) — and reductions (inside
-    MPI) the measured γ: allreduce short ``lg p (t_x(n) + nγ)``, else recursive halving
-    then doubling ``Σ_k 2 t_x(n/2^k) + (n/2^k) γ``; reduce short ``lg p (t(n) + nγ)``, else
-    ``Σ_k t_x(n/2^k) + t(n/2^k) + (n/2^k) γ``; bcast short ``lg p t(n)``, else
-    ``Σ_k t(n/2^k) + t_x(n/2^k)``; allgather ``Σ_k t_x(2^k n)`` (k = 0 .. lg p - 1, lg p
-    rounded up); long allreduce and reduce above glibc's mmap threshold also fault in MPICH's
-    temporary (``_temporary``)."""
-    if p < 2:
-        return 0.0
-    lg = math.ceil(math.log2(p))
-    t, tx = link.seconds, link.exchange_seconds
-    if kind == "allgather":
-        return sum(tx(nbytes << k) for k in range(lg))
-    if kind not in ("allreduce", "reduce", "bcast"):
-        raise ValueError(f"unknown collective {kind!r}")
-    add = 0.0 if kind == "bcast" else 1.0
-    first = tx if kind == "allreduce" else t  # a short step: an exchange or one way
-    if nbytes < SHORT_BYTES:
-        return lg * (first(nbytes) + add * nbytes * link.gamma(nbytes))
-    # long: a reduce-scatter or scatter, then an allgather or gather, per halving step
-    out = tx if kind != "bcast" else t
-    back = t if kind == "reduce" else tx
-    parts = [nbytes / 2 ** (k + 1) for k in range(lg)]
-    steps = sum(out(int(m)) + back(int(m)) + add * m * link.gamma(m) for m in parts)
-    return steps + _temporary(kind, nbytes, link)
-
-
-def _temporary(kind: str, nbytes: int, link: MeasuredLink) -> float:
-    """MPICH's reduce-scatter based allreduce and reduce take a temporary of the message's
-    size per call (``MPIR_CHKLMEM_MALLOC``); above glibc's largest mmap threshold
-    (``calibrate.MMAP_MAX``) it is a fresh mapping every time, its pages faulted in as the
-    algorithm first writes them: the calibrated cost per byte of fresh memory."""
-    if kind in ("allreduce", "reduce") and nbytes > MMAP_MAX:
-        return nbytes * link.fresh
-    return 0.0
+def release(clk: VirtualClock | None) -> None:
+    """A reducer that ``hold`` gave ``clk`` closes: the last holder of a clock ``hold``
+    installed puts the wall clock back."""
+    global _owned, _holders
+    if clk is None or clk is not _owned or not _holders:
+        return
+    _holders -= 1
+    if not _holders:
+        if clock.virtual() is clk:
+            clock.reset()
+        _owned = None
 
 
 class _Msg:
@@ -231,7 +145,9 @@ class VirtualTransport(BlockingByRequests, Transport):
 
     Args:
         comm, node_of, counts: as ``Transport``.
-        model: the ``LinkModel`` (default: the installed one).
+        cluster: the ``Cluster`` this transport charges (default: ``build_cluster``'s
+            defaults on this layout); each transport holds its own, so no reducer's links
+            reach another's.
         clk: the ``VirtualClock`` (default: the installed one; ``install`` first).
     """
 
@@ -239,20 +155,21 @@ class VirtualTransport(BlockingByRequests, Transport):
     virtual = True
 
     def __init__(self, comm: MPI.Comm, node_of: list[int], counts: Traffic | None = None,
-                 model: LinkModel | None = None, clk: VirtualClock | None = None) -> None:
+                 cluster: Cluster | None = None, clk: VirtualClock | None = None) -> None:
         super().__init__(comm, node_of, counts)
-        self.model = _model if model is None else model
+        me = self.node_of[self.rank]
+        self.local = sum(n == me for n in self.node_of)  # ranks on this rank's node
+        self.cluster = build_cluster(ranks_per_node=self.local) if cluster is None else cluster
         self.clock = clk or clock.virtual()
         if self.clock is None:
             raise RuntimeError("VirtualTransport: install the virtual clock first "
                                "(mpicomm.p2p.virtual.install)")
         self.stamps = comm.Dup()  # collective, as the transport's creation
-        me = self.node_of[self.rank]
-        self.local = sum(n == me for n in self.node_of)  # ranks on this rank's node
         self.share = 0  # ranks per interface: set (with its tables) by ``cross_at_once``
         self.cross_at_once(self.local)
-        self._cache = _host_cache(comm, self.model)  # bytes of this host's caches, 0: no model
-        self._rendezvous = [_rendezvous(self.model.intra), _rendezvous(self.model.inter)]
+        c = self.cluster
+        self._cache = _host_cache(comm, c)  # bytes of this host's caches, 0: no model
+        self._rendezvous = [_rendezvous(c.intra), _rendezvous(c.inter)]
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
@@ -263,23 +180,26 @@ class VirtualTransport(BlockingByRequests, Transport):
 
     def cross_at_once(self, k: int) -> None:
         """``k`` ranks of each node cross node boundaries at once: they share the node's
-        ``nics_per_node`` interfaces (β across nodes x ⌈min(k, local)/c⌉; no limit: x 1)."""
-        nics = self.model.nics_per_node
-        share = 1 if nics is None else max(1, math.ceil(min(k, self.local) / nics))
+        ``nics_per_node`` interfaces (β across nodes x ⌈min(k, local)/c⌉)."""
+        share = max(1, math.ceil(min(k, self.local) / self.cluster.nics_per_node))
         if share == self.share:  # auto asks before every call: the tables stand
             return
         self.share = share
-        self._ab = [self.model.alpha_beta(r, share) for r in self.remote]  # per peer
+        links = (self.cluster.intra, self.cluster.inter)
+        k_of = [share if r else 1 for r in self.remote]  # per peer: ranks per interface
+        self._ab = [(links[r].alpha_s, k * links[r].beta)
+                    for r, k in zip(self.remote, k_of, strict=True)]
         # (exchange, cold) -> per peer: n -> queue seconds (``_book``)
-        self._wires = {(x, c): [self.model.wire(r, share, x, c) for r in self.remote]
+        self._wires = {(x, c): [_wire(links[r], k, x, c)
+                                for r, k in zip(self.remote, k_of, strict=True)]
                        for x in (False, True) for c in (False, True)}
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(clock="virtual", inter_link=str(self.model.inter),
-                 intra_link=str(self.model.intra))
-        if self.model.nics_per_node is not None:
-            d.update(nics_per_node=self.model.nics_per_node, ranks_per_interface=self.share)
+        c = self.cluster
+        d.update(clock="virtual", inter_link=str(c.inter), intra_link=str(c.intra),
+                 nics_per_node=c.nics_per_node, ranks_per_interface=self.share,
+                 cluster=c.line())
         return d
 
     def close(self) -> None:
@@ -502,17 +422,23 @@ class VirtualTransport(BlockingByRequests, Transport):
         until = 0.0
         try:
             self._flush()
+            stall.wait_begin(comm.Get_size() - 1)  # watched (p2p/stall.py, 2a.)
             comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
             fn(*args)
-            spec = self.model.inter if remote else self.model.intra
+            stall.wait_end()
+            c = self.cluster
+            spec = c.inter if remote else c.intra
             p = comm.Get_size()
             if isinstance(spec, MeasuredLink):
                 if self._cold() and spec.cold is not None:
                     spec = spec.cold
                 took = measured_collective_seconds(kind, nbytes, p, spec)
-            else:
-                ab = self.model.alpha_beta(remote, self.share)
-                took = collective_seconds(kind, nbytes, p, *ab)
+            else:  # the job's comm keeps its nodes; a leaders' comm has one rank a node
+                local = p if not remote else (self.local if p == self.size else 1)
+                intra = c.link("intra")
+                inter = (c.inter.alpha_s, c.inter.beta * self.share)
+                took = mpi_collective_time(kind, nbytes, p, local, intra, inter,
+                                           c.gamma_s_per_byte)
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
@@ -529,7 +455,7 @@ def _rendezvous(spec: Any) -> float:
     return math.inf
 
 
-def _host_cache(comm: MPI.Comm, model: LinkModel) -> int:
+def _host_cache(comm: MPI.Comm, model: Cluster) -> int:
     """The footprint (bytes a rank) from which a call's data is out of this host's caches:
     the last-level cache a measured link's cold tables went past, shared by the ranks of
     ``comm`` on this host; 0 when no link class has cold tables. Collective over ``comm``.
@@ -587,7 +513,9 @@ def install_for(clock_name: str | None, scale: float, ranks_per_node: int | None
             raise ConfigError(f"--links-from {links_from}: --inter-link {inter} and --intra-link "
                               f"{intra} set both link classes, so no class would take the "
                               "measured links; drop one of them, or --links-from")
-        install(scale, inter, intra, nics_per_node=nics_per_node, links_from=links_from)
+        if links_from:  # a bad file: refused here, before any message
+            build_cluster(inter=inter, intra=intra, links_from=links_from)
+        install(scale)
     return clock_name
 
 
@@ -612,27 +540,3 @@ def max_over(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
         if clk is not None:
             clk.leave(float(both[0]))
     return both[1:]
-
-
-def model_params(params: Any) -> Any:
-    """``params`` (``costmodel.formulas.ModelParams``, measured here) with both link classes
-    exactly the installed link model's, as the virtual clock charges them: the host's own
-    links no longer bound them. The γ of reductions stays measured, times the clock's
-    ``--compute-scale``: the clock charges an addition as its CPU time times the scale
-    (at 1e-9 the measured γ alone made a 2-channel ring's prediction 1.8x its virtual time)."""
-    from dataclasses import replace as copy
-
-    from mpicomm.costmodel.formulas import emulated_link
-
-    vc = clock.virtual()
-    scale = 1.0 if vc is None else vc.scale
-
-    links = {}
-    for kind, spec in (("inter", _model.inter), ("intra", _model.intra)):
-        real = getattr(params, kind)
-        zero = [0.0] * len(real.sizes)
-        ideal = copy(real, alpha=0.0, beta=zero, beta_x=zero, alpha_x=None)
-        links[kind] = emulated_link(ideal, spec.latency, spec.bandwidth, str(spec))
-    gammas = {name: [g * scale for g in getattr(params, name)]
-              for name in ("gamma", "gamma_local") if getattr(params, name) is not None}
-    return copy(params, **links, **gammas)

@@ -7,6 +7,7 @@ A new strategy is one file defining a ``Reducer`` subclass and one line in
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -62,6 +63,7 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
         A ``Reducer`` whose ``allreduce(buf, op="sum"|"mean", key=None)`` works in place.
     """
     base = MPI.COMM_WORLD if comm is None else comm
+    check_comm(base)
     try:
         try:
             opts = check_request(name, **options)
@@ -76,6 +78,24 @@ def make_reducer(name: str, comm: MPI.Comm | None = None, **options) -> Reducer:
     if cls is RingReducer and opts.channels > 1:  # ring over K channels: its own file
         cls = MultiRingReducer
     return cls(base, opts)
+
+
+def check_comm(comm: Any) -> None:
+    """Raise ``ConfigError`` (before any message) unless ``comm`` is a usable
+    intracommunicator: a string, ``MPI.COMM_NULL`` or an intercommunicator (whose
+    collectives span two groups: ``node_map``'s Allgather hung on one) is refused."""
+    valid = ("an mpi4py intracommunicator: MPI.COMM_WORLD (the default), or one made from it "
+             "by Split, Dup or Create")
+    if not isinstance(comm, MPI.Comm):
+        raise ConfigError(f"make_reducer: comm={comm!r} is a {type(comm).__name__}; expected "
+                          f"{valid}")
+    if comm == MPI.COMM_NULL:
+        raise ConfigError(f"make_reducer: comm is MPI.COMM_NULL (this rank is in no group of "
+                          f"the split); expected {valid}; call make_reducer only on the ranks "
+                          "of a group")
+    if comm.Is_inter():
+        raise ConfigError(f"make_reducer: comm is an intercommunicator; expected {valid}; "
+                          "merge it first (comm.Merge())")
 
 
 def check_request(name: str, **options) -> ReducerOptions:

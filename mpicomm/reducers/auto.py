@@ -9,10 +9,11 @@
    deadlock). 128 KiB on 2 ranks here. The calibration measures the real links
    (it talks to MPI directly); with emulated links set the crossover yourself
    (``crossover_bytes``) when it matters. Under the virtual clock nothing is
-   measured: the crossover is the installed link model's (α and β of the class
-   a flat algorithm crosses, γ = 0), so no host timing enters a virtual run's
-   choices (a measured crossover made auto at 3 ranks pick the ring in some runs
-   and recursive doubling in others: 112.064 against 112.144 µs).
+   measured: the crossover is the transport's cluster's
+   (``cluster_predict.auto_crossover``: the ring against recursive doubling), so
+   no host timing enters a virtual run's choices (a measured crossover made auto
+   at 3 ranks pick the ring in some runs and recursive doubling in others:
+   112.064 against 112.144 µs).
 2. Per call: buffers of fewer than ``crossover`` bytes go to recursive doubling,
    the others to the ring. The two inner reducers share this reducer's
    transport (so its communicator, emulated links and ``stats``); they are
@@ -32,7 +33,6 @@ from __future__ import annotations
 import numpy as np
 
 from mpicomm.core import clock
-from mpicomm.p2p import virtual
 from mpicomm.reducers.base import Reducer
 from mpicomm.reducers.recursive_doubling import RecursiveDoublingReducer
 from mpicomm.reducers.ring import RingReducer
@@ -58,18 +58,17 @@ class AutoReducer(Reducer):
         self._virtual = clock.virtual() is not None
 
     def _derived_crossover(self) -> int:
-        """Step 1: the cost model's crossover, on measured links or the virtual clock's."""
+        """Step 1: the cost model's crossover, on measured links or the virtual clock's own
+        cluster (the transport's: ``cluster_predict.auto_crossover``)."""
         from mpicomm.costmodel.calibrate import quick_params
-        from mpicomm.costmodel.formulas import LinkModel, ModelParams, auto_crossover
+        from mpicomm.costmodel.formulas import auto_crossover
 
-        if clock.virtual() is None:
+        cluster = getattr(self.p2p, "cluster", None)
+        if clock.virtual() is None or cluster is None:
             return auto_crossover(self.size, quick_params(self.comm))
-        sizes = [1 << k for k in range(3, 31, 3)]
-        zeros = [0.0] * len(sizes)
-        nothing = LinkModel(0.0, sizes, zeros)  # replaced by the installed model's links
-        params = ModelParams(nothing, nothing, sizes, zeros,
-                             num_nodes=max(self.p2p.node_of) + 1)
-        return auto_crossover(self.size, virtual.model_params(params))
+        from mpicomm.costmodel.cluster_predict import auto_crossover as on_cluster
+
+        return on_cluster(self.size, cluster)
 
     def describe(self) -> dict:
         d = super().describe()

@@ -91,7 +91,7 @@ from mpicomm.core.codes import DTYPE_CODES, DTYPE_NAMES, OP_NAMES, OP_SUM, OPS
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions, parse_compress
 from mpicomm.core.topology import node_map
-from mpicomm.p2p import Transport, make_transport, stall, virtual
+from mpicomm.p2p import Transport, hold_clock, make_transport, release_clock, stall
 from mpicomm.reducers.stats import ReduceStats
 
 __all__ = ["Reducer", "MismatchError", "OPS"]
@@ -179,19 +179,17 @@ class Reducer:
         self.options = options
         self._closed = False
         self._owns_comm = transport is None
-        if options.clock == "virtual":  # the process's clock, before the transport is chosen
-            virtual.install(options.compute_scale, options.inter_link, options.intra_link,
-                            nics_per_node=options.nics_per_node, links_from=options.links_from)
-        elif options.nics_per_node is not None and clock.virtual() is None:
-            raise ConfigError("nics_per_node: the virtual clock's interface sharing; "
-                              "use clock='virtual'")
+        self._clock = None  # the virtual clock this reducer holds (``release_clock`` on close)
         if transport is None:
+            self._clock = self._take_clock(options)  # before the transport is chosen
             base = MPI.COMM_WORLD if comm is None else comm
             self.comm = base.Dup()
             self.stats = ReduceStats()
             nodes = node_map(self.comm, options.ranks_per_node)
             links = (options.inter_link, options.intra_link) if self.can_emulate else (None, None)
-            transport = make_transport(self.comm, nodes, self.stats, *links)
+            transport = make_transport(self.comm, nodes, self.stats, *links,
+                                       nics_per_node=options.nics_per_node,
+                                       links_from=options.links_from)
         else:
             self.comm = transport.comm
             self.stats = transport.counts
@@ -224,6 +222,22 @@ class Reducer:
         self.stall_channel = stall.attach(self.comm) if self._owns_comm else None  # collective
         if self.stall_channel is not None:
             self.stall_channel.name = self.name  # the hot path does not pass it per call
+
+    @staticmethod
+    def _take_clock(options: ReducerOptions) -> Any:
+        """The clock ``options`` ask for: ``clock="virtual"`` holds the process's virtual clock
+        (installed for this reducer if none runs, taken down when its last holder closes);
+        ``"wall"`` beside a running virtual clock, or a virtual-clock option under the wall
+        clock, is refused (``ConfigError``): it could not take effect."""
+        if options.clock == "virtual":
+            return hold_clock(options.compute_scale)
+        if options.clock == "wall" and clock.virtual() is not None:
+            raise ConfigError("clock='wall': a virtual clock runs in this process (a command's, "
+                              "or a reducer's not yet closed); close that reducer first")
+        if options.nics_per_node is not None and clock.virtual() is None:
+            raise ConfigError("nics_per_node: the virtual clock's interface sharing; "
+                              "use clock='virtual'")
+        return None
 
     def crossing_ranks(self) -> int:
         """How many of a node's ranks send across node boundaries at once: they share the
@@ -297,7 +311,7 @@ class Reducer:
         """Return the plan for ``buf``'s layout when the hot path may take this call (a 1-D,
         C-contiguous, writable NumPy array of a planned (length, dtype, op), no --nvtx), else
         None; keep it as its length's entry of the identity cache (_hot)."""
-        if type(buf) is not np.ndarray or buf.ndim != 1 or (
+        if type(buf) is not np.ndarray or buf.ndim != 1 or type(op) is not str or (
                 nvtx._nvtx is not None or not (flags := buf.flags).c_contiguous
                 or not flags.writeable):
             return None
@@ -349,9 +363,10 @@ class Reducer:
             check_buffer(buf, self.name)  # raises with the reason, or it is fine after all
             on_host = not is_device_array(buf)
             code = DTYPE_CODES[buf.dtype]
-        opcode = OPS.get(op)
+        opcode = OPS.get(op) if type(op) is str else None  # MPI.SUM is not hashable
         if opcode is None:
-            raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: {', '.join(OPS)}")
+            raise ValueError(f"{self.name}: unknown op {op!r}; valid ops: "
+                             f"{', '.join(map(repr, OPS))} (strings, not MPI.Op objects)")
         flat = buf if buf.ndim == 1 else flat_view(buf)
         self.p2p.footprint = flat.nbytes  # the virtual clock's cache model
         layout = (flat.size, code, opcode)
@@ -458,6 +473,8 @@ class Reducer:
             self.p2p.close()
         if self._owns_comm and self.comm != MPI.COMM_NULL:
             self.comm.Free()
+        release_clock(self._clock)  # nothing this reducer set outlives it
+        self._clock = None
 
     def __enter__(self) -> Reducer:
         return self

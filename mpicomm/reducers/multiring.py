@@ -43,7 +43,7 @@ which is the ring's 2(p-1)/p·n·β with K·α per step instead of α. Across no
 (β_inter ≫ β_intra) a plain ring's exit rank sends n/p per step across the
 boundary; with K channels each exit rank sends ⌈K/L⌉·s, so the inter-node term
 shrinks about K times (K <= L) until the intra-node term K·(α_intra + s·β_intra)
-dominates. Bytes per rank: 2(p-1)/p·n, as the ring. ``costmodel.algos.multiring_time``
+dominates. Bytes per rank: 2(p-1)/p·n, as the ring. ``costmodel.cluster_predict.cluster_time``
 evaluates S from the ring orders.
 """
 

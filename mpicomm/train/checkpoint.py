@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.options import parse_compress
+from mpicomm.core.outputs import replace_atomically
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.model import num_params
 
@@ -23,21 +24,21 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str, **arrays: Any) -> None:
-    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:  # a file object, so np.savez does not append ".npz"
-        np.savez(f, format=CHECKPOINT_FORMAT, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write ``arrays`` to ``path`` atomically: a temporary file in the same folder, renamed
+    over it, removed if anything fails (``core.outputs.replace_atomically``)."""
+    # a file object, so np.savez does not append ".npz"
+    replace_atomically(path, lambda f: np.savez(f, format=CHECKPOINT_FORMAT, **arrays),
+                       binary=True)
 
 
 def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source: str,
-                    data_crc: int | None = None) -> dict:
+                    data_crc: int | None = None, steps_per_epoch: int | None = None) -> dict:
     """Read a checkpoint and check it belongs to this run (model, dtype, seed, data, batch).
 
     ``data_crc``: the data's ``Dataset.fingerprint()``, checked against the one saved
     (``data_crc32``; older checkpoints hold none): a file rewritten in place is other data.
+    Every field is checked for type, shape and range first (``check_fields``), and, given
+    ``steps_per_epoch``, the step against the data position (``check_position``).
     """
     if not os.path.exists(path):
         raise CheckpointError(f"--resume: checkpoint {path} does not exist")
@@ -52,11 +53,12 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
     need = ("format", "layers", "dtype", "seed", "global_batch", "data_source", "step",
             "epoch", "cursor", "params", "momentum")
     missing = [k for k in need if k not in ck]
-    if missing or str(ck["format"]) != CHECKPOINT_FORMAT:
+    if missing or ck["format"].shape != () or str(ck["format"]) != CHECKPOINT_FORMAT:
         raise CheckpointError(
             f"checkpoint {path} is not an mpicomm training checkpoint "
             f"(missing {', '.join(missing) or 'nothing'}; format {ck.get('format')!s})"
         )
+    check_fields(path, ck, cfg.dtype)
     layers = tuple(int(w) for w in ck["layers"])
     want = ",".join(map(str, cfg.layers))
     if layers != cfg.layers:
@@ -84,7 +86,71 @@ def load_checkpoint(path: str, cfg: TrainConfig, global_batch: int, data_source:
             f"checkpoint {path} was made with other data than {data_source} holds now (CRC-32 "
             f"{int(ck['data_crc32']):08x}, now {data_crc:08x}): its data position would read "
             "other rows; resume with the data it was made with")
+    if steps_per_epoch is not None:
+        check_position(path, ck, steps_per_epoch)
     return ck
+
+
+INTEGERS = ("seed", "global_batch", "step", "epoch", "cursor")  # whole numbers, 0-d
+TEXTS = ("dtype", "data_source")  # strings, 0-d
+STATE_ARRAYS = ("params", "momentum", "ps_server_params")  # the run's dtype, finite
+
+
+def _field(path: str, key: str, what: str) -> CheckpointError:
+    return CheckpointError(f"checkpoint {path}: field {key} {what}; the file is corrupt or "
+                           "not written by mpicomm train")
+
+
+def check_fields(path: str, ck: dict, dtype: str) -> None:
+    """Raise ``CheckpointError`` (one line naming ``path`` and the field) unless every field
+    of ``ck`` has its type, shape and range: whole numbers ≥ 0 for the counters (a step of
+    2.7 or −5 would resume at another data position), strings for the names, a vector of
+    widths for ``layers``, and finite ``dtype`` vectors for the optimizer state (int64
+    params would reset the model; float32 ones in a float64 run lose precision)."""
+    for key in INTEGERS:
+        a = ck[key]
+        if a.shape != () or a.dtype.kind not in "iu":
+            raise _field(path, key, f"is {_kind(a)}, expected one whole number")
+        if int(a) < 0:
+            raise _field(path, key, f"is {int(a)}, expected 0 or more")
+    for key in TEXTS:
+        if ck[key].shape != () or ck[key].dtype.kind != "U":
+            raise _field(path, key, f"is {_kind(ck[key])}, expected a string")
+    layers = ck["layers"]
+    if layers.ndim != 1 or layers.dtype.kind not in "iu" or len(layers) < 2 or \
+            (layers < 1).any():
+        raise _field(path, "layers", f"is {_kind(layers)}, expected 2 or more widths ≥ 1")
+    for key in (*STATE_ARRAYS, *(k for k in ck if k.startswith(CODEC_PREFIX))):
+        if key not in ck:
+            continue
+        a = ck[key]
+        if a.dtype.kind != "f" or (key in STATE_ARRAYS and a.dtype != np.dtype(dtype)):
+            raise _field(path, key, f"is {_kind(a)}, this run has --dtype {dtype}")
+        if not np.isfinite(a).all():
+            i = int(np.flatnonzero(~np.isfinite(a.ravel()))[0])
+            raise _field(path, key, f"holds {a.ravel()[i]} at index {i}, expected finite "
+                                    "values")
+
+
+def check_position(path: str, ck: dict, steps_per_epoch: int) -> None:
+    """Raise ``CheckpointError`` unless ``step`` is the data position (epoch, cursor) at
+    ``steps_per_epoch`` global batches an epoch: each optimizer step reads one global batch,
+    so a step that disagrees would resume at other rows (or, 1e12, train no step)."""
+    step, epoch, cursor = int(ck["step"]), int(ck["epoch"]), int(ck["cursor"])
+    if cursor > steps_per_epoch:
+        raise _field(path, "cursor", f"is {cursor}, beyond an epoch of {steps_per_epoch} "
+                                     "global batches")
+    if step != epoch * steps_per_epoch + cursor:
+        raise _field(path, "step", f"is {step}, but its data position (epoch {epoch}, "
+                                   f"{cursor} global batches in, {steps_per_epoch} an epoch) "
+                                   f"is step {epoch * steps_per_epoch + cursor}")
+
+
+def _kind(a: np.ndarray) -> str:
+    """``a`` in words: its dtype and shape, and the value when it is one number."""
+    if a.shape == () and a.dtype.kind in "iufb":
+        return f"{a.dtype} {a.item()!r}"
+    return f"{a.dtype} of shape {a.shape}"
 
 
 PS_SERVER_PARAMS = "ps_server_params"  # compressed ps:sync: the servers' exact parameters

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import flags, flops, nvtx
+from mpicomm.core.bounds import DELAY_MS, within
 from mpicomm.core.errors import (
     ConfigError,  # an invalid training configuration (re-exported)
     ConfigTypeError,
@@ -112,8 +113,9 @@ class TrainConfig(ReducerFields):
                                         # pulls answered where the parameters head: DANA) |
                                         # shared (one velocity; stale pushes oscillate)
     straggler: tuple[str, ...] = ()     # RANK:MS: that rank sleeps MS ms in every step's compute
-                                        # (repeatable)
+                                        # (repeatable; MS 0 to 60000)
     jitter: float = 0.0                 # MS: seeded random 0..MS ms delay per step, every worker
+                                        # (0 to 60000)
     nvtx: bool = False                  # NVTX ranges (steps, buckets, collectives) for Nsight
                                         # Systems; needs mpicomm[nvtx] (docs/observability.md)
     tensorboard: str | None = None      # DIR: per-step scalars for TensorBoard, one run
@@ -127,7 +129,8 @@ class TrainConfig(ReducerFields):
     tensor_parallel: int = 1            # T: Megatron-style column/row-parallel layer pairs over T
                                         # ranks (ranks = data parallel x T)
     flop_rate: float | None = None      # virtual clock: charge every matmul of the model
-                                        # 2·m·k·n flops at this rate (FLOP/s, e.g. 7e10)
+                                        # 2·m·k·n flops at this rate (FLOP/s, 1e6 to 1e18,
+                                        # e.g. 7e10)
                                         # instead of its CPU time (docs/virtual_clock.md)
 
     def __post_init__(self) -> None:
@@ -366,14 +369,16 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
     for part in parts:
         rank, sep, ms = part.partition(":")
         try:
-            ok = sep and int(rank) >= 0 and float(ms) >= 0 and np.isfinite(float(ms))
+            ok = sep and int(rank) >= 0 and within(float(ms), DELAY_MS)
         except ValueError:
             ok = False
         if not ok:
-            bad(f"--straggler must be RANK:MS with RANK >= 0 and MS >= 0, got {part!r}")
+            bad(f"--straggler must be RANK:MS with RANK >= 0 and MS from 0 to "
+                f"{DELAY_MS[1]:g} (a minute a step, slept for real), got {part!r}")
     object.__setattr__(cfg, "straggler", tuple(parts))
-    if not (isinstance(cfg.jitter, (int, float)) and np.isfinite(cfg.jitter) and cfg.jitter >= 0):
-        bad(f"--jitter must be a number of milliseconds >= 0, got {cfg.jitter!r}")
+    if not within(cfg.jitter, DELAY_MS):
+        bad(f"--jitter must be a number of milliseconds from 0 to {DELAY_MS[1]:g}, got "
+            f"{cfg.jitter!r}")
 
 
 # --------------------------------------------------- checks needing the job's size

@@ -35,6 +35,7 @@ import numpy as np
 
 from mpicomm.core import clock, flops, nvtx, trace
 from mpicomm.core.backend import sync_device
+from mpicomm.core.gpu import use_local_device
 from mpicomm.core.topology import spans_world
 from mpicomm.engine import GradEngine, PSEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
@@ -146,6 +147,8 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
     Raises ``ConfigError`` on every rank before any message: overlap without
     threads, a flag the parameter server cannot honour, too few ranks for it.
     """
+    if cfg.device == "gpu":  # each rank of a node its own GPU, before any device memory
+        use_local_device(importlib.import_module("cupy"), comm)
     if cfg.ps_mode:
         reducer, steps = ps_setup.make_ps_group(cfg, comm), cfg.steps
         if cfg.ps_algorithm != "sync":  # workers run until server 0 has applied steps × W
@@ -245,7 +248,8 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     if cfg.checkpoint:
         job.data_crc = ds.fingerprint()
     if cfg.resume:
-        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc)
+        ck = load_checkpoint(cfg.checkpoint, cfg, world.global_batch, ds.source, job.data_crc,
+                             shard.steps_per_epoch)
         model.params[...] = xp.asarray(ck["params"])
         job.velocity[...] = xp.asarray(ck["momentum"])
         job.start_step = int(ck["step"])

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm.p2p import virtual
+from mpicomm import p2p
 
 __all__ = [
     "first_failure",
@@ -91,7 +91,7 @@ def free(comm: MPI.Comm, unless: MPI.Comm) -> None:
 def barrier(comm: MPI.Comm) -> None:
     """Wait for every rank (one common start: the ranks' clocks are read just after);
     under the virtual clock every rank leaves at the latest virtual time."""
-    virtual.barrier(comm)
+    p2p.barrier(comm)
 
 
 def quiet_barrier(comm: MPI.Comm, poll_seconds: float = 0.002) -> None:

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from typing import Any
 
 from mpicomm.analysis.report import COLUMNS, format_table
+from mpicomm.core.outputs import replace_atomically
 from mpicomm.core.units import jsonable
 
 __all__ = ["COLUMNS", "format_table", "write_json", "document"]
 
 
 def write_json(path: str, document: dict) -> None:
-    """Write ``document`` as JSON to ``path`` atomically (temp file + os.replace)."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(jsonable(document), f, indent=2, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write ``document`` as JSON to ``path`` atomically (``core.outputs.replace_atomically``:
+    a temporary file renamed over it, removed if anything fails)."""
+    text = json.dumps(jsonable(document), indent=2, allow_nan=False) + "\n"  # fails before
+    replace_atomically(path, lambda f: f.write(text))
 
 
 def document(command: str, cfg: Any, records: list[dict], topology: dict,

@@ -27,7 +27,7 @@ import os
 from typing import Any
 
 from mpicomm.core import clock, trace
-from mpicomm.p2p import virtual
+from mpicomm.p2p import barrier
 
 __all__ = ["TraceFile"]
 
@@ -58,7 +58,7 @@ class TraceFile:
         if rank == 0:
             with open(path, "w") as f:
                 f.write("[\n" + json.dumps(_meta("process_name", 0, 0, "rank 0")) + "\n]\n")
-        virtual.barrier(comm)  # under the virtual clock also one time zero
+        barrier(comm)  # under the virtual clock also one time zero
         t_zero = clock.now()
         rec = trace.Recorder(enabled=False)
         session = _OPEN[path] = cls(path, rank, t_zero, rec)

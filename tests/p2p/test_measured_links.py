@@ -16,9 +16,9 @@ from mpi_harness import run_mpi
 
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import ReducerOptions
-from mpicomm.costmodel.calibrate import HOST, MeasuredLink, host_links
+from mpicomm.costmodel.calibrate import HOST, MeasuredLink, host_links, measured_collective_seconds
 from mpicomm.costmodel.formulas import LinkModel, ModelParams
-from mpicomm.p2p.virtual import SHORT_BYTES, collective_seconds, measured_collective_seconds
+from mpicomm.costmodel.native import SHORT_BYTES, mpi_collective_time
 
 SIZES = [1 << k for k in range(3, 21)]
 
@@ -60,7 +60,7 @@ def test_measured_collectives_are_the_linear_formulas_on_a_linear_link(p, kind, 
     sizes = [1 << k for k in range(3, 30)]
     link = MeasuredLink(alpha, sizes, [beta] * len(sizes), sizes, [gamma] * len(sizes), "lin")
     got = measured_collective_seconds(kind, nbytes, p, link)
-    want = collective_seconds(kind, nbytes, p, alpha, beta)
+    want = mpi_collective_time(kind, nbytes, p, 1, (alpha, beta), (alpha, beta))
     lg = math.log2(p)
     if kind in ("allreduce", "reduce"):  # the reductions inside MPI, charged by γ
         want += (lg * nbytes if nbytes < SHORT_BYTES else (p - 1) / p * nbytes) * gamma
@@ -103,8 +103,8 @@ from mpicomm.p2p import make_transport, virtual
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
 nbytes = int(sys.argv[2])
-virtual.install(1e-9, links_from=sys.argv[1])
-t = make_transport(comm, node_map(comm, None))
+virtual.install(1e-9)
+t = make_transport(comm, node_map(comm, None), links_from=sys.argv[1])
 out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
 t.footprint = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # a call's buffers (bytes a rank)
 t0 = clock.now()
@@ -258,8 +258,8 @@ from mpicomm.p2p import make_transport, virtual
 comm = MPI.COMM_WORLD
 me = comm.Get_rank()
 nbytes = int(sys.argv[2])
-clk = virtual.install(1e-9, links_from=sys.argv[1])
-t = make_transport(comm, node_map(comm, None))
+clk = virtual.install(1e-9)
+t = make_transport(comm, node_map(comm, None), links_from=sys.argv[1])
 buf = np.ones(nbytes, np.uint8)
 virtual.barrier(comm)
 t0 = clock.now()

@@ -18,7 +18,7 @@ from mpi_harness import report
 import mpicomm
 from mpicomm.core import clock
 from mpicomm.costmodel.cluster_predict import cluster_time
-from mpicomm.p2p import virtual
+from mpicomm.costmodel.profiles import build_cluster
 
 strategy, nics, servers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 nics = None if nics == "none" else int(nics)
@@ -33,7 +33,9 @@ with mpicomm.make_reducer(strategy, **opts) as r:
     y = np.random.default_rng(MPI.COMM_WORLD.Get_rank()).random(n // 4, dtype=np.float32)
     r.allreduce(y)
     seconds = clock.now() - t0
-predicted = cluster_time(strategy, p, n, virtual.cluster(p // 2), {"servers": servers})
+cluster = build_cluster(ranks_per_node=p // 2, inter="20us,1GB/s", nics_per_node=nics,
+                        gamma_s_per_byte=0.0)
+predicted = cluster_time(strategy, p, n, cluster, {"servers": servers})
 report(ok=bool(np.allclose(y, want, rtol=1e-5)), seconds=seconds, predicted=predicted)
 """
 

@@ -81,8 +81,8 @@ def test_virtual_compare_gives_a_verdict_on_two_cores(tmp_path):
 def test_virtual_runs_match_the_predictor_on_its_cluster(tmp_path):
     """Issue 18's 'virtual run against formula' at 8 ranks (2 nodes of 4, 20us,1GB/s between):
     the multi-channel ring, the tree, hierarchical and ps with S = p at 16 MiB each within 10% of
-    ``cluster_time`` on ``virtual.cluster`` (experiments/virtual_vs_formula.py runs them all,
-    at 16 ranks too)."""
+    ``cluster_time`` on the cluster the clock charges (experiments/virtual_vs_formula.py runs
+    them all, at 16 ranks too)."""
     vf = _virtual_vs_formula()
     p, n, out = 8, 16 << 20, str(tmp_path / "b.json")
     opts = {"ring": {"channels": 4}, "tree": {}, "hierarchical": {}, "ps": {"servers": p}}

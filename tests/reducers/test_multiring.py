@@ -9,7 +9,7 @@ from mpi_harness import run_script
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.options import MAX_CHANNELS, ReducerOptions
 from mpicomm.costmodel import ring_time
-from mpicomm.costmodel.algos import channel_rings, multiring_bytes_sent, multiring_time
+from mpicomm.costmodel.algos import channel_rings, multiring_bytes_sent
 
 LENGTHS = "0,1,2,p-1,13,1009,131101"
 
@@ -80,14 +80,21 @@ def test_multiring_bytes_formula():
 
 
 def test_multiring_time():
+    """The multi-channel ring's one cost (``cluster_time`` on mpicomm's step-by-step cluster)."""
+    from mpicomm.costmodel.cluster_predict import cluster_time
+    from mpicomm.costmodel.profiles import build_cluster
+
     alpha, beta, gamma = 2e-6, 1e-10, 1e-10
+    one_node = build_cluster(ranks_per_node=8, intra=f"{alpha}s,{1 / beta}B/s",
+                             gamma_s_per_byte=gamma)
     # one node, one channel: the ring's formula
-    assert multiring_time(8, 1e6, 1, 8, (alpha, beta), (9.0, 9.0), gamma) == pytest.approx(
+    assert cluster_time("ring", 8, 1e6, one_node, {"channels": 1}) == pytest.approx(
         ring_time(8, 1e6, alpha, beta, gamma))
     # 2 nodes of 4, slow inter-node links: 4 channels cut the inter-node term ~4x
-    intra, inter = (1e-6, 1e-11), (2e-5, 1e-9)
-    one = multiring_time(8, 1 << 26, 1, 4, intra, inter, 0.0)
-    four = multiring_time(8, 1 << 26, 4, 4, intra, inter, 0.0)
+    two = build_cluster(ranks_per_node=4, intra="1us,100GB/s", inter="20us,1GB/s",
+                        gamma_s_per_byte=0.0)
+    one = cluster_time("ring", 8, 1 << 26, two, {"channels": 1})
+    four = cluster_time("ring", 8, 1 << 26, two, {"channels": 4})
     assert 3.5 < one / four < 4.0
 
 

@@ -18,14 +18,19 @@ class MemoryPointer:
         self.ptr = ptr
 
 
+_current_device = 0
+
+
 class Device:
     def __init__(self, device=None) -> None:
-        self.id = 0 if device is None else int(device)
+        self.id = _current_device if device is None else int(device)  # None: the current one
         if not 0 <= self.id < runtime.getDeviceCount():
             raise RuntimeError(f"cudaErrorInvalidDevice: device {self.id}")
 
     def use(self) -> None:
-        """Make this the current device (one stand-in device per process)."""
+        """Make this the current device (remembered; the memory is the host's either way)."""
+        global _current_device
+        _current_device = self.id
 
     def synchronize(self) -> None:
         syncs["device"] += 1
@@ -87,6 +92,11 @@ def alloc_pinned_memory(nbytes: int):
 class runtime:  # noqa: N801 - CuPy's name (a module there)
     @staticmethod
     def getDeviceCount() -> int:  # noqa: N802
+        """``CUPY_STANDIN_DEVICES`` (default 1) GPUs, or as CUDA would count them, the
+        entries of ``CUDA_VISIBLE_DEVICES`` when it is set."""
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            return len([d for d in visible.split(",") if d.strip()])
         return int(os.environ.get("CUPY_STANDIN_DEVICES", "1"))
 
     @staticmethod

@@ -1,0 +1,1 @@
+"""Test and rehearsal tools that need no MPI: real hosts on one machine (``netns``)."""
