@@ -7,9 +7,9 @@
 
 It keeps the loop's model contract (``nn.Model``): flat ``params`` and ``grads`` in the
 workload's forward order, ``tensors`` (layer, lo, hi) and ``spans``, ``backward()`` yielding
-each layer once its gradient is final. Nothing is learnt: the gradient of layer i is the
-deterministic value g_i = (i + 1)·1e-6 (the same on every rank, so every strategy's
-reduction of it is checkable: the mean is g_i), and the loss is 0. What is real is what
+each layer once its gradient is final. Nothing is learnt: every element of layer i's gradient on
+rank r is g(i, r) = (i + 1)·(r + 1)·1e-6, so every strategy's reduction is checkable (the
+mean over p ranks is (i + 1)·(p + 1)/2·1e-6), and the loss is 0. What is real is what
 decides a synchronisation: the tensor sizes, their order and the compute between them,
 charged by the device model as ``costmodel.step.device_compute`` predicts it:
 
@@ -31,21 +31,21 @@ from mpicomm.workloads.workload import Workload
 __all__ = ["WorkloadModel", "grad_value"]
 
 
-def grad_value(layer: int) -> float:
-    """The gradient every element of layer ``layer`` gets (module docstring)."""
-    return (layer + 1) * 1e-6
+def grad_value(layer: int, rank: int = 0) -> float:
+    """The gradient every element of layer ``layer`` gets on ``rank`` (module docstring)."""
+    return (layer + 1) * (rank + 1) * 1e-6
 
 
 class WorkloadModel:
     """``nn.Model`` over a workload's tensors (module docstring)."""
 
-    def __init__(self, w: Workload, batch: int, *, seed: int = 0, dtype: Any = "float32",
+    def __init__(self, w: Workload, batch: int, *, rank: int = 0, dtype: Any = "float32",
                  xp: Any = np) -> None:
-        self.workload, self.batch, self.xp = w, batch, xp
+        self.workload, self.batch, self.xp, self.rank = w, batch, xp, rank
         self.tensors = w.flat_tensors()
         self.num_params = w.num_params
         self.spans = self._spans()
-        self.params = xp.zeros(self.num_params, dtype=dtype)  # equal on every rank (seed unused)
+        self.params = xp.zeros(self.num_params, dtype=dtype)  # equal on every rank
         self.grads = xp.zeros_like(self.params)
 
     def _spans(self) -> list[slice]:
@@ -76,7 +76,7 @@ class WorkloadModel:
             layer = self.workload.layers[i]
             flops.charge(layer.bwd_flops * self.batch, 2 * self._values(layer),
                          2 if layer.params else 1)
-            self.grads[self.spans[i]] = grad_value(i)
+            self.grads[self.spans[i]] = grad_value(i, self.rank)
             yield i
 
     def evaluate(self, x: Any, y: Any, batch: int = 1024) -> tuple[float, int]:
