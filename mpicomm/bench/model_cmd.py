@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
+from mpicomm.bench.step_predict import NOT_WITH_MODEL, STEP_ONLY
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given
@@ -31,7 +32,8 @@ from mpicomm.costmodel.profiles import cluster_of
 __all__ = ["add_arguments", "run", "unused_flags", "predicted"]
 
 # flags only one of the two modes reads: given to the other, they are refused (exit 2)
-PREDICT_ONLY = ("ranks", "gamma_rate", "table", "compute_ms", "params", "calibrate")
+PREDICT_ONLY = ("ranks", "gamma_rate", "table", "compute_ms", "params", "calibrate",
+                *STEP_ONLY)
 MEASURE_ONLY = ("iters", "warmup_iters", "rounds", "check", "datatype", "op", "device", "seed",
                 "baseline", "clock", "compute_scale", "links_from", "compress", "crossover_bytes",
                 "validate", "cuda_aware", "thread_level")
@@ -60,6 +62,8 @@ def unused_flags(args: argparse.Namespace) -> list[str]:
         if not args.strategies:  # the default variants set their own
             why.update(dict.fromkeys(("servers", "dedicated", "variant", "channels"),
                                      "with --strategies only"))
+        why.update(dict.fromkeys(NOT_WITH_MODEL, "not with --model") if args.model else
+                   dict.fromkeys(STEP_ONLY[1:], "with --model only"))
         profile = args.profile or (None if args.inter_link else "dgx-h100-ib400")
         if profile is not None:
             why["gamma_rate"] = "explicit links only, not with --profile"

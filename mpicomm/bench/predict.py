@@ -28,6 +28,7 @@ import dataclasses
 import math
 import sys
 
+from mpicomm.bench import step_predict
 from mpicomm.bench.profiles import MEASURED, calibrate, measured_params
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import add_cluster_flags, is_given
@@ -267,6 +268,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="this-machine: a `model --json` file with measured params")
     g.add_argument("--calibrate", action="store_true",
                    help="this-machine: measure afresh (2 ranks under mpiexec) before predicting")
+    step_predict.add_arguments(p)  # --model M: whole steps (mpicomm.bench.step_predict)
 
 
 def _source(args: argparse.Namespace) -> tuple[Cluster | ModelParams, str]:
@@ -307,6 +309,8 @@ def run_predict(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     source, described = _source(args)
     variants = _chosen_variants(args)
+    if getattr(args, "model", None):
+        return step_predict.run_step_predict(args, source, described, variants)
     rows = predict_rows(source, args.ranks, sizes, variants, args.compute_ms / 1e3,
                         args.ranks_per_node)
     if isinstance(source, Cluster):

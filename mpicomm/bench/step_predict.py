@@ -1,0 +1,189 @@
+"""``model --predict --model M``: samples/s and scaling efficiency of whole training steps.
+
+    python -m mpicomm model --predict --model resnet50 --batch-size 64 --single-rate 1400 \\
+        --ranks 8,64,512 --ranks-per-node 8 --inter-link 5us,25GB/s --intra-link 2us,150GB/s
+
+No MPI traffic. Per rank count p and strategy (``predict.default_variants`` or
+``--strategies``):
+
+1. the workload (``mpicomm.workloads``): its tensors in backward order, its FLOPs;
+2. compute: ``--single-rate`` (a measured one-device rate, samples/s) or the device model
+   (``costmodel.device``) for ``--batch-size`` samples a rank;
+3. the engine's buckets (``engine.buckets.plan_buckets``, ``--bucket-mb``: train's default
+   25 MiB), each reduced by the strategy's one cost function on the cluster
+   (``cluster_predict.cluster_time``); a ``ps`` with ``--ps-placement tensors|chunks`` or
+   ``--ps-servers-on separate`` or ``--ps-node-reduce``: the placed parameter server
+   (``costmodel.ps_placement``);
+4. the step as the engine runs it (``costmodel.step.step_time``: overlap unless
+   ``--no-overlap``); samples/s = p·batch/step, efficiency = step(1 rank)/step(p).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.cluster_predict import cluster_time, layout
+from mpicomm.costmodel.ps_placement import PLACEMENTS, ps_placed_time, server_loads
+from mpicomm.costmodel.step import (
+    ITEMSIZE,
+    Compute,
+    Step,
+    device_compute,
+    rate_compute,
+    step_time,
+)
+from mpicomm.engine.buckets import plan_buckets
+from mpicomm.workloads import MODEL_NAMES, Workload, check_model, workload
+
+__all__ = ["add_arguments", "step_rows", "run_step_predict", "STEP_ONLY", "DEFAULT_BUCKET_MB"]
+
+DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
+STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
+             "ps_servers_on", "ps_node_reduce")
+NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The whole-step flags of ``model --predict``."""
+    g = p.add_argument_group("whole training steps (model --predict --model)")
+    g.add_argument("--model", default=None, metavar="NAME",
+                   help=f"predict whole steps of this model: {', '.join(MODEL_NAMES)}")
+    g.add_argument("--batch-size", type=int, default=32, help="samples per rank per step")
+    g.add_argument("--single-rate", type=float, default=None, metavar="SAMPLES_PER_S",
+                   help="measured one-device rate (samples/s) instead of the device model")
+    g.add_argument("--bucket-mb", type=float, default=DEFAULT_BUCKET_MB,
+                   help="gradient bucket size in MiB, as train's engine (default 25)")
+    g.add_argument("--no-overlap", action="store_true",
+                   help="reduce after backward instead of during it")
+    g.add_argument("--ps-placement", choices=PLACEMENTS, default="even",
+                   help="ps: even key ranges (mpicomm), whole tensors (TensorFlow, ps-lite) "
+                        "or 4 MB chunks (BytePS)")
+    g.add_argument("--ps-servers-on", choices=("workers", "separate"), default="workers",
+                   help="ps: servers on the workers' nodes, or on separate CPU machines "
+                        "with their own NICs")
+    g.add_argument("--ps-node-reduce", action="store_true",
+                   help="ps: all-reduce inside each node first, then one push and pull per "
+                        "node (tf_cnn_benchmarks' distributed_replicated, BytePS)")
+
+
+def check_args(args: argparse.Namespace) -> Workload:
+    """The workload, after refusing in one line what cannot take effect or is out of range."""
+    w = workload(check_model(args.model))
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.single_rate is not None:
+        rate_compute(w, 1, args.single_rate)  # refuses <= 0, nan, inf
+    if not 0 <= args.bucket_mb < float("inf"):
+        raise ConfigError(f"--bucket-mb must be >= 0, got {args.bucket_mb}")
+    return w
+
+
+def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: int) -> Compute:
+    if args.single_rate is not None:
+        return rate_compute(w, args.batch_size, args.single_rate)
+    from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
+
+    own = getattr(cluster, "device", None)  # a profile's own device (a Device or its name)
+    dev = device(getattr(args, "accelerator", None) or getattr(own, "name", own)
+                 or DEFAULT_ACCELERATOR)
+    if getattr(dev, "cpu_time", False):
+        raise ConfigError("--accelerator host cannot take effect in model --predict --model "
+                          "(nothing runs here): name a modelled device or give --single-rate")
+    precision = getattr(args, "precision", None) or "fp32"
+    return device_compute(w, args.batch_size, dev, precision, buckets=buckets)
+
+
+def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
+    """The seconds of one bucket's reduction for this strategy: the one cost function, or the
+    placed parameter server when a placement, separate servers or a node reduction is asked
+    for (``ps_placement.ps_placed_time`` on the busiest server's share of the bucket; with
+    ``--ps-node-reduce`` the ring inside the node first, one worker per node after it)."""
+    opts = variant.options_at(p)
+    placed = variant.strategy == "ps" and (args.ps_placement != "even" or args.ps_node_reduce
+                                           or args.ps_servers_on == "separate")
+    if not placed:
+        return lambda nbytes: cluster_time(variant.strategy, p, nbytes, cluster, opts)
+    local, nodes = layout(p, cluster, opts)
+    loads = server_loads(sizes, int(opts.get("servers") or 1), args.ps_placement)
+    total = sum(sizes)
+    workers, per_node = (nodes, 1) if args.ps_node_reduce else (p, local)
+    inside = dataclasses.replace(cluster, ranks_per_node=local)
+
+    def placed_time(nbytes: float) -> float:
+        share = nbytes / total
+        first = cluster_time("ring", local, nbytes, inside) if args.ps_node_reduce else 0.0
+        return first + ps_placed_time([x * share for x in loads], workers, per_node,
+                                      cluster.link("intra"), cluster.link("inter"),
+                                      cluster.gamma_s_per_byte, cluster.nics_per_node,
+                                      args.ps_servers_on == "separate", cluster.alpha_call_s)
+    return placed_time
+
+
+def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
+              args: argparse.Namespace) -> list[dict]:
+    """One row per rank count and strategy: step time, samples/s, scaling efficiency."""
+    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]
+    plan = plan_buckets(w.flat_tensors(), itemsize, args.bucket_mb * 2**20)
+    buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
+    sizes = [n * itemsize for _, _, n in w.tensors_backward()]
+    compute = _compute(w, args, cluster, len(buckets))
+    one = step_time(compute, buckets, lambda nbytes: 0.0, not args.no_overlap)
+    rows = []
+    for p in ranks:
+        for v in variants:
+            comm = _comm(v, p, cluster, args, sizes)
+            if comm(float(buckets[0][0])) is None:
+                continue
+            step = step_time(compute, buckets, comm, not args.no_overlap)
+            local, nodes = layout(p, cluster, v.options_at(p))
+            rows.append(_row(v.label, p, nodes, local, w, args.batch_size, compute, step, one))
+    return rows
+
+
+def _row(label: str, p: int, nodes: int, local: int, w: Workload, batch: int,
+         compute: Compute, step: Step, one: Step) -> dict:
+    return {"strategy": label, "ranks": p, "nodes": nodes, "ranks_per_node": local,
+            "model": w.name, "batch_size": batch, "compute": compute.source,
+            "buckets": step.buckets, "step_ms": step.step_s * 1e3,
+            "compute_ms": step.compute_s * 1e3, "comm_ms": step.comm_s * 1e3,
+            "exposed_comm_ms": step.exposed_s * 1e3,
+            "samples_per_sec": step.samples_per_s(batch, p),
+            "scaling_efficiency": step.scaling_efficiency(one)}
+
+
+def format_step_rows(rows: list[dict]) -> str:
+    """The table: one line per rank count and strategy."""
+    lines = [f"#{'ranks':>6} {'nodes':>5} {'strategy':>21} {'step ms':>9} {'exposed':>9} "
+             f"{'samples/s':>11} {'eff':>5}"]
+    for r in rows:
+        lines.append(f"{r['ranks']:>7} {r['nodes']:>5} {r['strategy']:>21} {r['step_ms']:>9.2f} "
+                     f"{r['exposed_comm_ms']:>9.2f} {r['samples_per_sec']:>11.1f} "
+                     f"{r['scaling_efficiency']:>5.2f}")
+    return "\n".join(lines)
+
+
+def run_step_predict(args: argparse.Namespace, source, described: str, variants) -> int:
+    """Print (and with --json write) the whole-step table; one process, no MPI messages."""
+    from mpicomm.bench.harness import write_records
+
+    if not isinstance(source, Cluster):
+        raise ConfigError("--model needs a modelled cluster (--profile NAME or --inter-link), "
+                          "not this-machine's measured links")
+    w = check_args(args)
+    rows = step_rows(w, source, args.ranks, variants, args)
+    print(f"# mpicomm model --predict --model {w.name}: {described}")
+    print(f"# {w.name}: {w.num_params:,} parameters in {w.num_tensors} tensors, "
+          f"batch {args.batch_size} a rank, compute {rows[0]['compute'] if rows else '-'}, "
+          f"{rows[0]['buckets'] if rows else '-'} bucket(s) of {args.bucket_mb:g} MiB, "
+          f"{'no overlap' if args.no_overlap else 'overlapped with backward'}")
+    print(format_step_rows(rows))
+    meta = {"command": "predict --model", "argv": sys.argv, "described": described,
+            "model": w.name, "ranks": args.ranks, "batch_size": args.batch_size,
+            "single_rate": args.single_rate, "strategies": [v.label for v in variants]}
+    if args.json or getattr(args, "csv", None):
+        write_records(rows, meta, args.json, getattr(args, "csv", None))
+    return 0

@@ -1,0 +1,136 @@
+"""One data-parallel training step predicted: compute per layer, buckets, overlap, throughput.
+
+    compute = rate_compute(w, batch, samples_per_s)          # or device_compute(w, batch, dev)
+    buckets = [(nbytes, ready_layer), ...]                    # engine.buckets.plan_buckets
+    step = step_time(compute, buckets, comm, overlap=True)    # comm(nbytes) -> seconds
+    step.samples_per_s(batch, p), step.scaling_efficiency(one_rank_step)
+
+The timeline the gradient engine runs (``engine/grad_engine.py``):
+
+1. forward: the layers in order, F = Σ fwd_i;
+2. backward from the last layer to the first; layer i's gradient is final at
+   F + Σ_{j ≥ i} bwd_j;
+3. a bucket is ready once its lowest layer (``ready_layer``) is final; one communication
+   thread reduces the buckets in order, each starting when it is ready and the previous one
+   is done: end_k = max(ready_k, end_{k−1}) + comm(bytes_k);
+4. the optimizer updates after the last bucket (``update_s``):
+
+       step = max(F + B, end_last) + update          (overlap, more than one bucket)
+       step = F + B + Σ_k comm(bytes_k) + update      (no overlap, or one bucket: the
+                                                       engine reduces after backward)
+
+Throughput p·batch/step samples/s; weak-scaling efficiency = step(1 rank) / step(p ranks)
+(the per-rank batch fixed). ``comm`` is the ONE cost function of the strategy
+(``cluster_predict.cluster_time`` for a cluster), called per bucket, so fusion divides the
+latency terms as the engine's buckets do.
+
+Compute comes either from a measured single-device rate (``rate_compute``: batch/R seconds,
+shared between the layers and between forward and backward in proportion to their FLOPs;
+the optimizer is inside the measured rate) or from the device model (``device_compute``: each
+layer a roofline kernel, ``Device.seconds``; the SGD update one kernel per bucket).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mpicomm.core.errors import ConfigError
+from mpicomm.workloads import Workload
+
+__all__ = ["Compute", "Step", "rate_compute", "device_compute", "step_time", "ITEMSIZE"]
+
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value takes at each precision
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Seconds of each layer's forward and backward (forward order) and of the update."""
+
+    fwd_s: tuple[float, ...]
+    bwd_s: tuple[float, ...]
+    update_s: float
+    source: str
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.fwd_s) + sum(self.bwd_s) + self.update_s
+
+
+@dataclass(frozen=True)
+class Step:
+    """One predicted step: its time and where it goes."""
+
+    step_s: float
+    compute_s: float
+    comm_s: float  # the buckets' reductions, summed
+    exposed_s: float  # the part of the step spent waiting for communication
+    buckets: int
+
+    def samples_per_s(self, batch: int, ranks: int) -> float:
+        return ranks * batch / self.step_s
+
+    def scaling_efficiency(self, one_rank: Step) -> float:
+        return one_rank.step_s / self.step_s
+
+
+def rate_compute(w: Workload, batch: int, samples_per_s: float) -> Compute:
+    """A measured one-device rate: batch/R seconds shared out by FLOPs (update inside it)."""
+    if not (isinstance(samples_per_s, (int, float)) and 0 < samples_per_s < math.inf):
+        raise ConfigError(f"--single-rate must be a number of samples/s > 0, got "
+                          f"{samples_per_s!r}")
+    total = batch / samples_per_s
+    flops = w.fwd_flops + w.bwd_flops
+    return Compute(tuple(total * layer.fwd_flops / flops for layer in w.layers),
+                   tuple(total * layer.bwd_flops / flops for layer in w.layers), 0.0,
+                   f"measured {samples_per_s:g} samples/s on one device")
+
+
+def device_compute(w: Workload, batch: int, device, precision: str = "fp32",
+                   buckets: int = 1) -> Compute:
+    """Each layer one roofline kernel forward and one or two backward (dX, dW) on ``device``,
+    as ``workloads.model.WorkloadModel`` charges them in a virtual run.
+
+    Bytes a layer moves: its output written and read back (2·out per sample) and its weights
+    read, each value at the precision's width; backward twice that. The update: SGD over the
+    fp32 weights (2 FLOPs, 12 bytes a parameter), one kernel per bucket.
+    """
+    itemsize = ITEMSIZE[precision]
+    fwd, bwd = [], []
+    for layer in w.layers:
+        moved = 2 * layer.out_elems * itemsize * batch + layer.num_params * itemsize
+        fwd.append(device.seconds(layer.fwd_flops * batch, moved, 1, precision))
+        bwd.append(device.seconds(layer.bwd_flops * batch, 2 * moved,
+                                  2 if layer.params else 1, precision))
+    n = w.num_params
+    update = device.seconds(2.0 * n, 12.0 * n, max(1, buckets), "fp32")
+    return Compute(tuple(fwd), tuple(bwd), update, f"device {device.name} ({precision})")
+
+
+def step_time(compute: Compute, buckets: Sequence[tuple[float, int]],
+              comm: Callable[[float], float], overlap: bool = True) -> Step:
+    """The step the engine runs (module docstring, steps 1-4).
+
+    Args:
+        compute: per-layer seconds.
+        buckets: (bytes, ready_layer) in the order they are sent (backward order).
+        comm: seconds of one reduction of that many bytes (the strategy's cost function).
+        overlap: reduce on the communication thread during backward (the engine's default).
+    """
+    fwd = sum(compute.fwd_s)
+    done, t = {}, fwd  # 2. when each layer's gradient is final
+    for i in range(len(compute.bwd_s) - 1, -1, -1):
+        t += compute.bwd_s[i]
+        done[i] = t
+    backward_end = t
+    costs = [comm(nbytes) for nbytes, _ in buckets]
+    if overlap and len(buckets) > 1:
+        end = 0.0
+        for (_, layer), c in zip(buckets, costs, strict=True):  # 3.
+            end = max(done[layer], end) + c
+        finish = max(backward_end, end)
+    else:
+        finish = backward_end + sum(costs)
+    step = finish + compute.update_s
+    return Step(step, compute.total_s, sum(costs), finish - backward_end, len(buckets))

@@ -1,0 +1,104 @@
+"""A workload the training loop can train: real tensor layout, modelled compute, no arithmetic.
+
+    model = WorkloadModel(workload("resnet50"), batch=64, seed=0)
+    loss = model.forward(x, y)          # charges each layer's forward (core.flops.charge)
+    for layer in model.backward():      # charges each layer's backward, last layer first,
+        ...                             # and fills its gradient: the engine buckets it
+
+It keeps the loop's model contract (``nn.Model``): flat ``params`` and ``grads`` in the
+workload's forward order, ``tensors`` (layer, lo, hi) and ``spans``, ``backward()`` yielding
+each layer once its gradient is final. Nothing is learnt: every element of layer i's gradient on
+rank r is g(i, r) = (i + 1)·(r + 1)·1e-6, so every strategy's reduction is checkable (the
+mean over p ranks is (i + 1)·(p + 1)/2·1e-6), and the loss is 0. What is real is what
+decides a synchronisation: the tensor sizes, their order and the compute between them,
+charged by the device model as ``costmodel.step.device_compute`` predicts it:
+
+    forward  of layer i: fwd_flops·B FLOPs, 2·out·B + params values, one kernel
+    backward of layer i: bwd_flops·B FLOPs, twice those values, two kernels (dX, dW) when it
+                         has parameters, one otherwise
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from mpicomm.core import flops
+from mpicomm.workloads.workload import Workload
+
+__all__ = ["WorkloadModel", "grad_value"]
+
+
+def _charge(flop_count: float, values: float, kernels: int) -> None:
+    """One kernel on the device model (``core.flops.charge``). Until the device model is
+    merged into this tree there is no such seam: nothing is charged, the compute is then
+    this host's CPU time like the MLP's."""
+    charge = getattr(flops, "charge", None)
+    if charge is not None:
+        charge(flop_count, values, kernels)
+
+
+def grad_value(layer: int, rank: int = 0) -> float:
+    """The gradient every element of layer ``layer`` gets on ``rank`` (module docstring)."""
+    return (layer + 1) * (rank + 1) * 1e-6
+
+
+class WorkloadModel:
+    """``nn.Model`` over a workload's tensors (module docstring)."""
+
+    def __init__(self, w: Workload, batch: int, *, rank: int = 0, dtype: Any = "float32",
+                 xp: Any = np) -> None:
+        self.workload, self.batch, self.xp, self.rank = w, batch, xp, rank
+        self.tensors = w.flat_tensors()
+        self.num_params = w.num_params
+        self.spans = self._spans()
+        self.params = xp.zeros(self.num_params, dtype=dtype)  # equal on every rank
+        self.grads = xp.zeros_like(self.params)
+
+    def _spans(self) -> list[slice]:
+        """Layer i's range of the flat buffer (empty, at its place, for a layer without
+        parameters)."""
+        spans, at = [], 0
+        for layer in self.workload.layers:
+            n = layer.num_params
+            spans.append(slice(at, at + n))
+            at += n
+        return spans
+
+    def _values(self, layer) -> float:
+        return 2 * layer.out_elems * self.batch + layer.num_params
+
+    def forward(self, x: Any, y: Any,
+                before_layer: Callable[[int], None] | None = None) -> float:
+        """Charge every layer's forward (in order); the loss is 0."""
+        for i, layer in enumerate(self.workload.layers):
+            if before_layer is not None:
+                before_layer(i)
+            _charge(layer.fwd_flops * self.batch, self._values(layer), 1)
+        return 0.0
+
+    def backward(self) -> Iterator[int]:
+        """Charge each layer's backward, last first; fill its gradient; yield it."""
+        for i in range(len(self.workload.layers) - 1, -1, -1):
+            layer = self.workload.layers[i]
+            _charge(layer.bwd_flops * self.batch, 2 * self._values(layer),
+                    2 if layer.params else 1)
+            self.grads[self.spans[i]] = grad_value(i, self.rank)
+            yield i
+
+    def evaluate(self, x: Any, y: Any, batch: int = 1024) -> tuple[float, int]:
+        return 0.0, 0
+
+    def take_comm(self) -> float:
+        return 0.0
+
+    def take_span(self) -> float:
+        return 0.0
+
+    def gather(self, local: Any) -> Any:
+        return local
+
+    def scatter(self, full: Any, out: Any) -> None:
+        out[...] = full

@@ -1,0 +1,163 @@
+"""Whole-step prediction: the engine's timeline by hand, compute from a measured rate, the
+placed parameter server, and ``model --predict --model`` (JSON rows, refusals)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from mpi_harness import ROOT
+
+from mpicomm.bench.step_predict import DEFAULT_BUCKET_MB
+from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.step import Compute, rate_compute, step_time
+from mpicomm.workloads import workload
+
+# three layers: forward 1, 2, 3 s; backward 2, 4, 6 s; update 0.5 s
+COMPUTE = Compute((1.0, 2.0, 3.0), (2.0, 4.0, 6.0), 0.5, "hand")
+
+
+def test_overlapped_timeline_by_hand():
+    # forward ends at 6; backward: layer 2 final at 12, layer 1 at 16, layer 0 at 18
+    buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]  # comm: 1 s per 10 bytes
+    step = step_time(COMPUTE, buckets, lambda n: n / 10, overlap=True)
+    # bucket 0: 12 -> 13; bucket 1: 16 -> 18; bucket 2: 18 -> 21; then the update
+    assert step.step_s == pytest.approx(21.5)
+    assert step.exposed_s == pytest.approx(3.0) and step.comm_s == pytest.approx(6.0)
+    slow = step_time(COMPUTE, buckets, lambda n: n, overlap=True)  # 10, 20, 30 s
+    # 12 -> 22 -> 42 -> 72: the queue, not backward, decides
+    assert slow.step_s == pytest.approx(72.5)
+
+
+def test_without_overlap_or_with_one_bucket_everything_is_exposed():
+    buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]
+    step = step_time(COMPUTE, buckets, lambda n: n / 10, overlap=False)
+    assert step.step_s == pytest.approx(18 + 6 + 0.5)
+    one = step_time(COMPUTE, [(60.0, 0)], lambda n: n / 10, overlap=True)
+    assert one.step_s == pytest.approx(18 + 6 + 0.5) and one.buckets == 1
+
+
+def test_throughput_and_efficiency():
+    buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]
+    alone = step_time(COMPUTE, buckets, lambda n: 0.0)
+    assert alone.step_s == pytest.approx(18.5)
+    step = step_time(COMPUTE, buckets, lambda n: n / 10)
+    assert step.samples_per_s(32, 8) == pytest.approx(8 * 32 / 21.5)
+    assert step.scaling_efficiency(alone) == pytest.approx(18.5 / 21.5)
+
+
+def test_measured_rate_is_shared_by_flops_and_adds_up():
+    w = workload("resnet50")
+    c = rate_compute(w, 64, 400.0)
+    assert c.total_s == pytest.approx(64 / 400)
+    assert sum(c.bwd_s) / sum(c.fwd_s) == pytest.approx(w.bwd_flops / w.fwd_flops)
+    for bad in (0, -1.0, math.nan, math.inf):
+        with pytest.raises(ConfigError, match="--single-rate"):
+            rate_compute(w, 64, bad)
+
+
+def test_default_bucket_is_the_engines():
+    from mpicomm.train.config import TrainConfig
+
+    assert DEFAULT_BUCKET_MB == TrainConfig.bucket_mb
+
+
+def _predict(*args):
+    return subprocess.run([sys.executable, "-m", "mpicomm", "model", "--predict", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+LINKS = ("--ranks-per-node", "4", "--inter-link", "5us,3.125GB/s", "--intra-link",
+         "2us,10GB/s")
+
+
+def test_command_rows_carry_samples_per_sec_and_efficiency(tmp_path):
+    out = tmp_path / "s.json"
+    done = _predict("--model", "vgg16", "--batch-size", "32", "--single-rate", "130.9",
+                    "--ranks", "1,16", *LINKS, "--strategies", "ring,ps", "--servers", "4",
+                    "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["results"]
+    by = {(r["strategy"], r["ranks"]): r for r in rows}
+    for r in rows:
+        assert r["samples_per_sec"] == pytest.approx(r["ranks"] * 32 / (r["step_ms"] / 1e3))
+        assert 0 < r["scaling_efficiency"] <= 1 + 1e-12
+    assert by[("ring", 1)]["samples_per_sec"] == pytest.approx(130.9)
+    assert by[("ring", 1)]["scaling_efficiency"] == pytest.approx(1.0)
+    assert by[("ring", 16)]["samples_per_sec"] > by[("ps", 16)]["samples_per_sec"]
+
+
+def test_vgg16_whole_tensors_on_servers_are_slower_than_byteps_chunks():
+    got = {}
+    for placement in ("tensors", "chunks"):
+        _, (row,) = _rows("vgg16", [16], ps_placement=placement, ps_servers_on="separate",
+                          servers=16, no_overlap=False, local=4)
+        got[placement] = row["samples_per_sec"]
+    # fc6 (74%) on one server NIC: 16 x 411 MB, where chunks leave the workers' NICs busiest
+    assert got["tensors"] < 0.5 * got["chunks"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--model", "resnet51"), "valid models: mlp, resnet50"),
+    (("--model", "resnet50", "--single-rate", "0"), "--single-rate"),
+])
+def test_bad_input_exits_2_with_one_line(args, words):
+    done = _predict(*args)
+    assert done.returncode == 2
+    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--model", "resnet50", "--single-rate", "-3"), "--single-rate"),
+    (("--model", "resnet50", "--single-rate", "nan"), "--single-rate"),
+    (("--model", "resnet50", "--single-rate", "10", "-b", "1M"), "-b (not with --model)"),
+    (("--single-rate", "10",), "with --model only"),
+    (("--model", "resnet50", "--batch-size", "0", "--single-rate", "1"), "--batch-size"),
+])
+def test_bad_input_is_refused_in_one_line(args, words):
+    import argparse
+
+    from mpicomm.bench import model_cmd
+
+    p = argparse.ArgumentParser()
+    model_cmd.add_arguments(p)
+    with pytest.raises(ConfigError) as e:
+        model_cmd.run(p.parse_args(["--predict", *args]))
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def _rows(model, ranks, **flags):
+    import argparse
+
+    from mpicomm.bench.predict import Variant
+    from mpicomm.bench.step_predict import step_rows
+    from mpicomm.costmodel.cluster import Cluster, Link
+
+    cluster = Cluster("t", flags.pop("local", 8), Link(1e-6, 100e9), Link(5e-6, 3.125e9),
+                      1e-12, 1)
+    servers = flags.pop("servers", "p")
+    args = argparse.Namespace(model=model, batch_size=32, single_rate=400.0, bucket_mb=25.0,
+                              no_overlap=True, precision="fp32", ps_placement="even",
+                              ps_servers_on="workers", ps_node_reduce=False)
+    vars(args).update(flags)
+    return cluster, step_rows(workload(model), cluster, ranks,
+                              [Variant("ps", "ps", {"servers": servers})], args)
+
+
+def test_node_reduce_sends_one_gradient_a_node_and_is_the_ring_inside_one_node():
+    from mpicomm.costmodel.cluster_predict import cluster_time
+
+    w = workload("resnet50")
+    _, (flat,) = _rows("resnet50", [64])
+    _, (reduced,) = _rows("resnet50", [64], ps_node_reduce=True)
+    assert flat["comm_ms"] > 4 * reduced["comm_ms"]  # 8 ranks a node: 8 pushes -> 1
+    cluster, (one,) = _rows("resnet50", [8], ps_node_reduce=True)  # one node: just the ring
+    ring = sum(cluster_time("ring", 8, b, cluster) for b in _bucket_bytes(w))
+    assert one["comm_ms"] == pytest.approx(ring * 1e3)
+
+
+def _bucket_bytes(w):
+    from mpicomm.engine.buckets import plan_buckets
+
+    return [b.size * 4 for b in plan_buckets(w.flat_tensors(), 4, 25 * 2**20)]
