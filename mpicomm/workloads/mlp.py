@@ -24,4 +24,4 @@ def mlp(widths: Sequence[int] = MLP_LAYERS) -> Workload:
         if i < len(pairs) - 1:
             layers.append(elementwise(f"relu.{i}", fo))
     return Workload("mlp", tuple(layers), f"vector of {widths[0]} features",
-                    "mpicomm train.model.MLP (--layers " + ",".join(map(str, widths)) + ")")
+                    "mpicomm nn.MLP (--layers " + ",".join(map(str, widths)) + ")")
