@@ -89,7 +89,6 @@ def test_tensors_backward_is_the_flat_layout_reversed(name):
 
 def test_mlp_matches_the_training_loops_model():
     from mpicomm.nn import MLP
-
     from mpicomm.train.config import DEFAULT_LAYERS
 
     model = MLP(DEFAULT_LAYERS)
