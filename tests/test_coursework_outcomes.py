@@ -31,8 +31,12 @@ def predicted(cmd: str, tmp_path: Path) -> list[dict]:
     from mpicomm.bench.predict import run_predict
     from mpicomm.cli.main import build_parser
 
-    argv = shlex.split(cmd.split("python -m mpicomm ", 1)[1])
-    args = build_parser().parse_args([*argv, "--json", str(tmp_path / "p.json")])
+    from mpicomm.core.flags import GIVEN, given_dests
+
+    argv = [*shlex.split(cmd.split("python -m mpicomm ", 1)[1]), "--json", str(tmp_path / "p.json")]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setattr(args, GIVEN, given_dests(parser, argv))  # as cli.main does: a flag given at its default
     assert run_predict(args) == 0
     return json.loads((tmp_path / "p.json").read_text())["results"]
 

@@ -191,7 +191,8 @@ def _record(test, p: int, count: int, dtype: np.dtype, op: str, t: np.ndarray,
     """One result row: median, min and max of the per-call slowest-rank times, bandwidths."""
     nan = float("nan")
     seconds = float(np.median(t)) if t.size else nan
-    algbw = count * dtype.itemsize / seconds / 1e9 if t.size else nan
+    # a call the clock charged nothing (one rank under a modelled device) has no bandwidth
+    algbw = count * dtype.itemsize / seconds / 1e9 if t.size and seconds > 0 else nan
     return {
         "strategy": test.label,
         "ranks": p,

@@ -35,7 +35,7 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "model": ("the model trained, or the cost model predicted", (
         "layers", "data", "dtype", "lr", "momentum", "weight_decay", "scale_lr", "warmup_steps",
         "train_samples", "test_samples", "holdout", "eval_samples", "predict", "ranks", "table",
-        "compute_ms", "params", "calibrate", "model")),
+        "compute_ms", "params", "calibrate", "model", "single_rate")),
     "cluster": ("the machine modelled or emulated, and its clock", (
         "profile", "clock", "ranks_per_node", "nics_per_node", "inter_link", "intra_link",
         "channels", "accelerator", "precision", "flop_rate", "compute_scale", "links_from",
@@ -44,7 +44,8 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "variant", "servers", "dedicated", "validate", "cuda_aware", "crossover_bytes",
         "compress", "bucket_mb", "overlap", "overlap_forward", "accumulate", "ps_mode",
         "staleness", "ps_momentum", "zero_stage", "pipeline_stages", "micro_batches",
-        "schedule", "tensor_parallel")),
+        "schedule", "tensor_parallel", "no_overlap", "ps_placement", "ps_servers_on",
+        "ps_node_reduce")),
     "output": ("what is printed and written", (
         "json", "csv", "wide", "legend", "explain", "log_every", "checkpoint",
         "checkpoint_every", "resume", "help", "help_all")),

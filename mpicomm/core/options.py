@@ -117,8 +117,8 @@ class ReducerFields:
     clock: str | None = None            # wall | virtual (compute = CPU time, messages by the
                                         # link model; docs/virtual_clock.md); default: virtual
                                         # with emulated nodes (--ranks-per-node and a link)
-    compute_scale: float = 1.0          # virtual clock: multiplies every compute charge (the
-                                        # device model's, or the host's CPU time; 1e-12 to 1e6)
+    compute_scale: float = 1.0          # virtual clock: multiplies every compute charge, the
+                                        # device model's or the host's CPU time (1e-12 to 1e6)
     accelerator: str | None = None      # virtual clock: the modelled device whose roofline
                                         # charges compute: k80 p100 v100 a100 h100 h200, or
                                         # host (this CPU's time); default: the --profile's, else
