@@ -30,7 +30,6 @@ def predicted(cmd: str, tmp_path: Path) -> list[dict]:
     argv through the real parser, ``--json`` into ``tmp_path``)."""
     from mpicomm.bench.predict import run_predict
     from mpicomm.cli.main import build_parser
-
     from mpicomm.core.flags import GIVEN, given_dests
 
     argv = [*shlex.split(cmd.split("python -m mpicomm ", 1)[1]), "--json", str(tmp_path / "p.json")]
