@@ -34,7 +34,7 @@ from mpicomm.core import clock
 from mpicomm.core.bounds import FLOP_RATE, within
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["use", "check_rate", "matmul", "charge", "add", "scale", "active", "describe",
+__all__ = ["use", "check_rate", "flop_rate", "matmul", "charge", "add", "scale", "active", "describe",
            "wire_nbytes", "PRECISIONS", "reset", "gamma", "width"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -81,6 +81,11 @@ def use(device: Any = None, precision: str = "fp32", flop_rate: float | None = N
     _rate = None if flop_rate is None else float(flop_rate)
     if vc is not None:
         vc.charge_cpu = not modelled
+
+
+def flop_rate() -> float | None:
+    """The ``--flop-rate`` in force (None: the device's own rate, or no model)."""
+    return _rate
 
 
 def reset() -> None:

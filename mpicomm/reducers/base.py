@@ -235,7 +235,8 @@ class Reducer:
         clock, is refused (``ConfigError``): it could not take effect."""
         if options.clock == "virtual":
             held = hold_clock(options.compute_scale)
-            device.install(options.accelerator, options.precision)  # the compute model
+            # the compute model; a command's --flop-rate, installed before, is kept
+            device.install(options.accelerator, options.precision, flops.flop_rate())
             return held
         if clock.virtual() is None and (options.accelerator is not None
                                         or options.precision != "fp32"):

@@ -228,7 +228,7 @@ def test_help_shows_every_default_once():
     from mpi_harness import ROOT
 
     for command in ("bench", "model", "compare", "train", "info"):
-        res = subprocess.run([sys.executable, "-m", "mpicomm", command, "--help"],
+        res = subprocess.run([sys.executable, "-m", "mpicomm", command, "--help-all"],
                              capture_output=True, text=True, cwd=ROOT, timeout=60)
         text = " ".join(res.stdout.split())  # argparse wraps lines
         assert res.returncode == 0, res.stderr

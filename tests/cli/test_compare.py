@@ -125,7 +125,7 @@ def test_gpu_without_cupy_is_one_line(command):
 def test_auto_vs_ring_is_a_tie_with_progress_legend_and_strict_json(tmp_path):
     """Where auto runs the ring, the old verdict said 'auto won (1.13x ring)'."""
     js = tmp_path / "c.json"
-    res = run_mpi(2, [*COMPARE, "--strategies", "auto,ring", "--repeats", "2", *SMALL,
+    res = run_mpi(2, [*COMPARE, "--strategies", "auto,ring", "--repeats", "3", *SMALL,
                       "--layers", "512,2048,10", "--json", str(js), "--wide", "--legend"],
                   timeout=400)
     assert res.returncode == 0, res.tail()

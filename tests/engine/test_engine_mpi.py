@@ -134,7 +134,7 @@ def test_a_traced_virtual_run_charges_each_layer_its_own_backward(tmp_path):
     out = tmp_path / "t.json"
     train(2, *SMALL, "--layers", "16,256,256,4", "--strategy", "ring", "--steps", "6",
           "--bucket-mb", "0", "--ranks-per-node", "1", "--inter-link", "10us,1GB/s",
-          "--clock", "virtual", "--trace", out)
+          "--clock", "virtual", "--accelerator", "host", "--trace", out)  # CPU time's segments
     events = [e for e in json.loads(out.read_text()) if e["ph"] == "X" and e["cat"] == "backward"]
     def dur(pid, layer):
         return np.median([e["dur"] for e in events

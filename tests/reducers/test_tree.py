@@ -163,7 +163,7 @@ def test_tree_virtual_run_matches_its_formula_on_one_link(tmp_path):
     out = tmp_path / "b.json"
     link = "20us,1GB/s"
     res = run_mpi(8, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-6",
-                      "--ranks-per-node", "16", "--intra-link", link, "--inter-link", link,
+                      "--ranks-per-node", "8", "--intra-link", link,
                       "--strategies", "tree", "-b", "16M", "-e", "16M", "-n", "2", "-w", "1",
                       "-c", "1", "--rounds", "1", "--json", str(out)], timeout=300)
     assert res.returncode == 0, res.tail()
