@@ -34,8 +34,8 @@ from mpicomm.core import clock
 from mpicomm.core.bounds import FLOP_RATE, within
 from mpicomm.core.errors import ConfigError
 
-__all__ = ["use", "check_rate", "flop_rate", "matmul", "charge", "add", "scale", "active", "describe",
-           "wire_nbytes", "PRECISIONS", "reset", "gamma", "width"]
+__all__ = ["use", "check_rate", "flop_rate", "matmul", "charge", "add", "scale", "active",
+           "describe", "wire_nbytes", "PRECISIONS", "reset", "gamma", "width"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _WIDTH = {"fp32": 4, "fp16": 2, "bf16": 2}
