@@ -177,7 +177,7 @@ def test_exercise_11_pipeline_outcome(tmp_path, attempt):
 def test_exercise_8_figure_2_in_virtual_time(tmp_path, attempt):
     """Exercise 8 expected the ring far above its formula at 8 ranks (waiting for a core): in
     virtual time, as figure 2 runs (--quick: 1 MiB, -n 5 -w 2, one round), it lands within
-    the figure's ±25% band, and one server grows about as p-1 and more than the ring."""
+    the figure's ±25% band, and one server grows as its remote workers and more than the ring."""
     from mpi_harness import run_mpi
 
     from mpicomm.figures.catalog import FIG2_LINK
@@ -198,7 +198,10 @@ def test_exercise_8_figure_2_in_virtual_time(tmp_path, attempt):
     assert 0.75 <= fit[("ring", 8)] <= 1.25, fit
     ps_growth = times[("ps", 8)] / times[("ps", 4)]
     ring_growth = times[("ring", 8)] / times[("ring", 4)]
-    assert ps_growth == pytest.approx(7 / 3, rel=0.2) and ps_growth > ring_growth, times
+    # the server's incast grows as the workers across the link, p - 2 (2 ranks a node); its adds
+    # are the device model's, too small to move it (as this host's CPU time they made it ~p - 1)
+    assert ps_growth == pytest.approx((8 - 2) / (4 - 2), rel=0.2) and ps_growth > ring_growth, \
+        times
 
 
 def _json_of(cmd: str, tmp_path: Path) -> dict:
@@ -279,7 +282,7 @@ def test_exercise_12_tensor_parallel_bytes(tmp_path, attempt):
 def test_exercise_9_what_compute_hides(tmp_path):
     """Exercise 9: at 1,024 ranks the ring's 1 GiB allreduce outlasts 50 ms of compute (perfect
     overlap leaves it exposed), hierarchical's does not (it would hide completely)."""
-    predict = exercise_commands(9)[0]
+    predict = exercise_commands(9)[0].split(" && ")[0]  # the prediction; plot reads it
     docs = [json.loads(run_command(predict, tmp_path) and (tmp_path / "hide.json").read_text())
             for _ in range(2)]
     assert docs[0]["results"] == docs[1]["results"]

@@ -162,8 +162,11 @@ def test_a_virtual_run_is_the_devices_and_repeats_exactly(tmp_path):
     b = _virtual_train(tmp_path, "b")
     assert a["device"]["name"] == "h100" and a["device"]["precision"] == "fp32"
     assert a["step_times_s"] == b["step_times_s"]  # bit for bit, whatever the load
-    fast = _virtual_train(tmp_path, "h200", "--accelerator", "h200")
-    slow = _virtual_train(tmp_path, "k80", "--accelerator", "k80")
+    # a model whose matmuls outweigh its ~30 kernel launches (3 us each on either device): the
+    # default MLP is launch-bound on both, and a K80 would look only ~1.7x an H200
+    big = ("--layers", "512,2048,2048,10", "--batch-size", "256")
+    fast = _virtual_train(tmp_path, "h200", "--accelerator", "h200", *big)
+    slow = _virtual_train(tmp_path, "k80", "--accelerator", "k80", *big)
     assert slow["compute_s"] > 10 * fast["compute_s"] > 0
     host = _virtual_train(tmp_path, "host", "--accelerator", "host")
     assert host["device"] is None and host["compute_s"] > 0

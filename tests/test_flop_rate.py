@@ -44,6 +44,6 @@ def test_compute_is_the_models_flops_at_the_rate_and_repeats_exactly(tmp_path):
 def test_a_matmuls_cpu_time_is_not_charged(tmp_path):
     """At a rate far above this CPU's, the compute is what is left besides the matmuls (ReLU,
     the loss, Python): far less than the same run charged by CPU time."""
-    cpu = _train(tmp_path, "cpu")
-    fast = _train(tmp_path, "fast", "--flop-rate", "1e15")
+    cpu = _train(tmp_path, "cpu", "--accelerator", "host")  # compute as this CPU's time
+    fast = _train(tmp_path, "fast", "--accelerator", "host", "--flop-rate", "1e15")
     assert fast["compute_s"] < 0.6 * cpu["compute_s"], (fast["compute_s"], cpu["compute_s"])
