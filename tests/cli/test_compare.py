@@ -146,8 +146,8 @@ def test_auto_vs_ring_is_a_tie_with_progress_legend_and_strict_json(tmp_path):
         assert (v[0]["winner"] is None) == (v[0]["low"] <= 1 <= v[0]["high"]), v
     assert "won" not in out
     # progress through every round, with the round number and the time left
-    for k in (1, 2):
-        assert re.search(rf"compare: round {k}/2: ring \(\d+/4; .* elapsed", out), out
+    for k in (1, 2, 3):
+        assert re.search(rf"compare: round {k}/3: ring \(\d+/6; .* elapsed", out), out
     assert re.search(r"~\d+(m\d+)? s? ?left", out) or " left)" in out
     # the legend names the printed columns
     assert "columns:" in out and "step ms: mean step time" in " ".join(out.split()) and "opt" in out
