@@ -6,7 +6,7 @@ The commands are the lines of the pages' fenced ``bash``/``sh`` blocks. Two tier
   every command the docs use answers ``--help``: a renamed or misspelled flag fails here in
   seconds;
 - ``-m slow``: each command runs in a scratch folder, under a timeout, with
-  ``MPICOMM_DOCS_QUICK=1`` (train and compare default to 20 steps: ``train.config.QUICK_ENV``),
+  ``MPICOMM_DOCS_QUICK=1`` (train and compare default to 20 steps: ``cli.config.QUICK_ENV``),
   and must exit 0. A failure names the page, the line and the command.
 
 ``SKIPPED`` lists, with the reason, the commands that are not run here.
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from mpi_harness import launcher_env, mpiexec
 
+from mpicomm.cli.config import QUICK_ENV
 from mpicomm.cli.main import build_parser
-from mpicomm.train.config import QUICK_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "docs/coursework.md")

@@ -34,6 +34,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
+from mpicomm.cli.config import add_train_flags, given, train_config
 from mpicomm.core import clock, flops
 from mpicomm.core.flags import add_cluster_flags, is_given
 from mpicomm.core.links import link_from_env
@@ -44,7 +45,6 @@ from mpicomm.reducers import check_request, strategies
 from mpicomm.train import layouts, metrics, parallel_setup
 from mpicomm.train import loop as T
 from mpicomm.train.checks import check
-from mpicomm.train.config import add_arguments as config_arguments
 from mpicomm.train.config import check_strategy_options
 
 __all__ = ["add_arguments", "run", "DEFAULT_STRATEGIES", "HELP", "USES_MPI"]
@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "ppK, tpK, dpAxppK (train.layouts; docs/parallelism.md)")
     p.add_argument("--explain", action="store_true",
                    help="also print how the verdict is decided (the statistics)")
-    config_arguments(p, single_run=False)
+    add_train_flags(p, single_run=False)
     add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
 
 
@@ -148,8 +148,8 @@ def _configure(args: argparse.Namespace, names: list[str],
     if twice:  # one name's rounds would be pooled and printed on two identical rows
         raise T.ConfigError(f"--strategies names {', '.join(twice)} more than once; "
                             "--repeats runs a strategy several times")
-    flags = {**vars(args), "staleness": 0, "ps_mode": None}  # per name: ps:MODE
-    cfg = T.TrainConfig.from_args(argparse.Namespace(**flags, strategy=_split_name(names[0])[0]))
+    cfg = train_config(args, staleness=0, ps_mode=None,  # per name: ps:MODE
+                       strategy=_split_name(names[0])[0])
     if parallel_setup.is_model_parallel(cfg):  # the table, reading and model are data-parallel
         raise T.ConfigError("--pipeline-stages / --tensor-parallel: compare --strategies times "
                             "data-parallel strategies; put layouts side by side with "
@@ -158,7 +158,7 @@ def _configure(args: argparse.Namespace, names: list[str],
     if bound and "ps:ssp" not in names:
         raise T.ConfigError(f"--staleness {bound} bounds ps:ssp only, which --strategies does "
                             "not name")
-    check_strategy_options(cfg, [_split_name(s)[0] for s in names])
+    check_strategy_options(cfg, [_split_name(s)[0] for s in names], given=given(args))
     run_cfgs = {name: _run_config(cfg, name, bound) for name in names}
     for run_cfg in run_cfgs.values():  # every strategy's refusals before the first run
         check(run_cfg, size, single_run=False)  # e.g. a --straggler on ps:MODE's server
@@ -295,8 +295,8 @@ def _layout_configs(args: argparse.Namespace, names: list[str],
     """The flags' config and each layout's, checked (``ConfigError``)."""
     if size < 2:
         raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
-    cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
-    layouts.check_layout_flags(cfg, names)
+    cfg = train_config(args, strategy="ring")
+    layouts.check_layout_flags(cfg, names, given=given(args))
     cfgs = {name: layouts.layout_config(cfg, name, size) for name in names}
     for run_cfg in cfgs.values():  # every layout's refusals before the first one runs
         check(run_cfg, size, single_run=False)

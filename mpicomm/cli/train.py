@@ -2,7 +2,7 @@
 
     mpiexec -n 4 python -m mpicomm train --strategy ring --steps 300 --json out.json
 
-1. flags → ``TrainConfig`` (``train.config``: generated from it, each value checked on
+1. flags → ``TrainConfig`` (``cli.config``: generated from it, each value checked on
    creation), then ``train.checks.check(cfg, ranks)``: what cannot take effect in this
    job; a refusal on any rank is one line and exit 2 on every rank, before any message;
 2. ``train.loop.run_training`` (the one loop, every strategy, engine and layout), after
@@ -16,12 +16,12 @@ import argparse
 
 from mpicomm.analysis.reading import legend
 from mpicomm.analysis.report import WIDTH, shown_columns
+from mpicomm.cli.config import add_train_flags, given, train_config
 from mpicomm.core.flags import add_cluster_flags
 from mpicomm.core.topology import Topology
 from mpicomm.train import loop, metrics
 from mpicomm.train.checks import check
 from mpicomm.train.config import ONE_RANK_NOTE, ConfigError, TrainConfig
-from mpicomm.train.config import add_arguments as _config_arguments
 
 __all__ = ["add_arguments", "run", "HELP", "USES_MPI"]
 
@@ -31,7 +31,7 @@ USES_MPI = True
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """One flag per ``TrainConfig`` field (reducer options included)."""
-    _config_arguments(p)
+    add_train_flags(p)
     add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
 
 
@@ -60,8 +60,8 @@ def _config(args: argparse.Namespace, comm: object) -> TrainConfig | None:
     """The checked config, or None when any rank refused it (that rank printed why)."""
     failure, cfg = None, None
     try:
-        cfg = TrainConfig.from_args(args)
-        check(cfg, comm.Get_size())
+        cfg = train_config(args)
+        check(cfg, comm.Get_size(), given=given(args))
     except ConfigError as exc:
         failure = exc
     # the same on every rank of one command; ranks started with other flags (MPMD) may

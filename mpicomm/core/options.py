@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from mpicomm.core.bounds import COMPUTE_SCALE, within
 from mpicomm.core.errors import ConfigError, ConfigTypeError
-from mpicomm.core.flags import is_given
+from mpicomm.core.flags import GIVEN
 from mpicomm.core.flops import PRECISIONS
 from mpicomm.core.links import LinkSpec, link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
@@ -273,16 +274,19 @@ OPTION_USERS = (("servers", "--servers", ("ps", "zero")),
                 ("channels", "--channels", ("ring", "zero")))
 
 
-def check_strategy_options(values: object, names: list[str], flag: str = "--strategies") -> None:
+def check_strategy_options(values: object, names: list[str], flag: str = "--strategies", *,
+                           given: Collection[str] | None = None) -> None:
     """Raise ``ConfigError`` for a strategy's option that none of ``names`` uses: ``values``
     (a config or parsed flags) holds a value other than ``ReducerFields``' default, or the
-    command line gave it (``core.flags.is_given``: ``--servers 1`` beside ring too)
+    command line gave it (``given``: ``--servers 1`` beside ring too)
     (``--servers 2`` beside ``--strategy ring`` ran the ring alone, the flag dropped).
-    ``flag``: how the command names its strategies, for the message."""
+    ``flag``: how the command names its strategies, for the message. ``given``: the flags
+    the command line set, when ``values`` is a config (parsed flags carry their own)."""
     default = ReducerFields.__dataclass_fields__
+    typed = getattr(values, GIVEN, ()) if given is None else given
     for key, option, users in OPTION_USERS:
         value = getattr(values, key)
-        if is_given(values, key, value != default[key].default) and not set(names) & set(users):
+        if (value != default[key].default or key in typed) and not set(names) & set(users):
             shown = option if isinstance(value, bool) else f"{option} {value}"
             strategies = ", ".join(u for u in users if u != "zero")
             raise ConfigError(f"{shown} has no effect with {flag} {','.join(names)}: it sets an "

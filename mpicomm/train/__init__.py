@@ -5,7 +5,7 @@ package split (the loop lives in ``mpicomm.train.loop``, loaded on first use).
 """
 
 _FROM_LOOP = ("TrainConfig", "ConfigError", "CheckpointError", "SetupError", "run_training",
-              "measure_baseline", "format_table", "write_json", "add_arguments", "run")
+              "measure_baseline", "format_table", "write_json")
 
 
 def __getattr__(name: str):

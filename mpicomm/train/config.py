@@ -15,28 +15,31 @@ Flags: ``--name-with-dashes``; ``bool = False`` gives ``--name``; ``bool = True`
 ``bool | None`` gives ``--name/--no-name``; ``tuple`` fields take comma lists.
 Values are checked on creation (``ConfigError``; a wrong type or an unknown name:
 ``ConfigTypeError``), never by argparse, so a bad value gives the same clear
-message from the command line and from Python.
+message from the command line and from Python. The record is built once and never
+written after: ``TrainConfig.__init__`` puts each value in its normal form first
+(``"8,4"`` -> ``(8, 4)``, stragglers one ``RANK:MS`` each, ``"1M"`` -> bytes, the digits'
+widths), then the dataclass sets the fields, and the checks only read them.
+The flags themselves, and the parsed flags back to a record, live in ``cli/config.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
+import functools
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mpicomm.core import flags, flops, nvtx
+from mpicomm.core import flops, nvtx
 from mpicomm.core.bounds import DELAY_MS, within
 from mpicomm.core.errors import (
     ConfigError,  # an invalid training configuration (re-exported)
     ConfigTypeError,
 )
-from mpicomm.core.flags import GIVEN, check_types, is_given
-from mpicomm.core.helptext import DefaultsFormatter
+from mpicomm.core.flags import check_types
 from mpicomm.core.links import parse_link
 from mpicomm.core.options import (
     CUDA_AWARE_ON_CPU,
@@ -45,13 +48,14 @@ from mpicomm.core.options import (
     ReducerOptions,
     check_strategy_options,
 )
+from mpicomm.core.units import parse_bytes
 from mpicomm.nn import parse_layers
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
-from mpicomm.train.data import DEFAULT_HOLDOUT
+from mpicomm.train.data import DEFAULT_HOLDOUT, DIGITS, DIGITS_LAYERS
 
-__all__ = ["TrainConfig", "ConfigError", "add_arguments", "SINGLE_RUN_ONLY", "check_world",
-           "check_strategy_options", "ONE_RANK_NOTE", "field_fingerprints"]
+__all__ = ["TrainConfig", "TrainFields", "ConfigError", "SINGLE_RUN_ONLY", "check_world",
+           "check_data_flags", "check_strategy_options", "ONE_RANK_NOTE", "field_fingerprints"]
 
 # flags of one training run that compare (several runs) leaves out
 SINGLE_RUN_ONLY = ("strategy", "checkpoint", "checkpoint_every", "resume", "baseline")
@@ -61,8 +65,8 @@ DEFAULT_LAYERS = (256, 512, 512, 10)  # --layers when not given (digits: data.DI
 
 
 @dataclass(frozen=True)
-class TrainConfig(ReducerFields):
-    """Everything a training run depends on; validated on creation (``ConfigError``).
+class TrainFields(ReducerFields):
+    """Every training flag, one field each (``TrainConfig`` is the record built from them).
 
     The reducer options (``ranks_per_node``, ``variant``, ``servers``, ``dedicated``,
     ``validate``, ``cuda_aware``, ``crossover_bytes``, ``inter_link``, ``intra_link``,
@@ -136,25 +140,25 @@ class TrainConfig(ReducerFields):
                                         # e.g. 7e10)
                                         # instead of its CPU time (docs/virtual_clock.md)
 
-    def __post_init__(self) -> None:
-        _validate(self)
+
+
+class TrainConfig(TrainFields):
+    """Everything a training run depends on: built once, checked on creation (``ConfigError``).
+
+    Keyword arguments only, one per ``TrainFields`` field. Each value is put in its
+    normal form before the frozen fields are set (``_normal_values``), then checked
+    (``_validate``), so nothing writes a field afterwards; ``dataclasses.replace`` builds a
+    new record the same way.
+    """
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**_normal_values(values))  # the fields, set once
+        _validate(self)  # then only read
 
     @property
     def ps_algorithm(self) -> str | None:
         """The parameter-server algorithm run: ``ps_mode``, except that ssp with S = 0 is sync."""
         return "sync" if self.ps_mode == "ssp" and self.staleness == 0 else self.ps_mode
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainConfig:
-        """Build the config from parsed flags (flag names = field names); what cannot take
-        effect in the job is the command's next call, ``train.checks.check(cfg, ranks)``."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        cfg = cls(**{k: v for k, v in vars(args).items() if k in names})
-        given = getattr(args, GIVEN, frozenset())
-        if given:  # a flag given at its default value is checked as one given otherwise
-            object.__setattr__(cfg, GIVEN, given)
-            _check_data_flags(cfg, _refuse)
-        return cfg
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
@@ -166,10 +170,12 @@ class TrainConfig(ReducerFields):
                                   f"{', '.join(map(repr, unknown))}; valid: {', '.join(names)}")
         return cls(**values)
 
-    @property
+    @functools.cached_property
     def reducer(self) -> ReducerOptions:
-        """The run's reducer options, checked and parsed once (links as ``LinkSpec``)."""
-        return self.__dict__["_reducer"]
+        """The run's reducer options, checked and parsed once (links as ``LinkSpec``): built
+        by the checks on creation, so a bad codec or link is refused there, and
+        kept (a derived value, not a field: the fields stay as built)."""
+        return _reducer_options(self)
 
     def reducer_options(self) -> dict[str, Any]:
         """Return the ``make_reducer`` keyword options of this run (typed: links parsed).
@@ -200,8 +206,7 @@ def _validate(cfg: TrainConfig) -> None:
     if cfg.strategy not in valid:
         bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(valid)}")
     try:
-        _digits_layers(cfg)
-        object.__setattr__(cfg, "layers", parse_layers(cfg.layers))
+        parse_layers(cfg.layers)  # normal already when it parses (``_normal_values``)
     except ValueError as exc:
         bad(str(exc))
     _check_numbers(cfg, bad)
@@ -217,7 +222,7 @@ def _validate(cfg: TrainConfig) -> None:
         import_cupy()
     if not 0 < cfg.holdout < 1:
         bad(f"--holdout must be in (0, 1), got {cfg.holdout!r}")
-    _check_data_flags(cfg, bad)
+    check_data_flags(cfg)
     if (cfg.resume or cfg.checkpoint_every) and not cfg.checkpoint:
         bad("--resume and --checkpoint-every need --checkpoint PATH")
     if cfg.variant not in HIERARCHICAL_VARIANTS:
@@ -226,14 +231,12 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"--ranks-per-node must be >= 1, got {cfg.ranks_per_node}")
     if cfg.servers < 1:
         bad(f"--servers must be >= 1, got {cfg.servers}")
-    links = {name: parse_link(getattr(cfg, name), f"--{name.replace('_', '-')}")  # parsed once
-             for name in ("inter_link", "intra_link")}  # a bad link string: ConfigError
+    _ = cfg.reducer  # the reducer options, checked and parsed once: a bad link or codec refused
     if not (isinstance(cfg.bucket_mb, (int, float)) and np.isfinite(cfg.bucket_mb)
             and cfg.bucket_mb >= 0):
         bad(f"--bucket-mb must be a number >= 0, got {cfg.bucket_mb!r}")
     if cfg.flop_rate is not None:
         flops.check_rate(cfg.flop_rate)  # ConfigError, as every check here raises
-    _hold_reducer_options(cfg, links)
     if cfg.trace_steps is not None:
         a, sep, b = str(cfg.trace_steps).partition(":")
         if not sep or not all(x.strip().isdigit() or x == "" for x in (a, b)) or (
@@ -270,23 +273,23 @@ def _check_numbers(cfg: TrainConfig, bad: Any) -> None:
         bad(f"--weight-decay must be >= 0, got {cfg.weight_decay!r}")
 
 
-def _hold_reducer_options(cfg: TrainConfig, links: dict[str, Any]) -> None:
-    """Check the reducer fields once, as ``ReducerOptions``, and keep the parsed record.
+def _reducer_options(cfg: TrainConfig) -> ReducerOptions:
+    """The reducer fields checked as ``ReducerOptions`` (links parsed into ``LinkSpec``).
 
     The environment defaults (``MPICOMM_RANKS_PER_NODE``, ``MPICOMM_VALIDATE``, ...)
     are read here too, so a bad one is refused before the run.
     """
     values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ReducerFields)}
-    values.update({k: v for k, v in links.items() if v is not None})  # the parsed LinkSpec
+    for name in ("inter_link", "intra_link"):  # a bad link string: ConfigError naming the flag
+        spec = parse_link(values[name], f"--{name.replace('_', '-')}")
+        if spec is not None:
+            values[name] = spec
     try:
-        opts = ReducerOptions(**values)
+        return ReducerOptions(**values)
     except ConfigError as exc:  # name the flag of a bad codec, as the other checks do
         if "compress" not in str(exc):
             raise
         raise ConfigError(f"--compress: {exc}") from None
-    object.__setattr__(cfg, "_reducer", opts)
-    if cfg.crossover_bytes is not None:  # "1M" from Python: the parsed size
-        object.__setattr__(cfg, "crossover_bytes", opts.crossover_bytes)
 
 
 def _check_trace_window_in_run(cfg: TrainConfig) -> None:
@@ -297,16 +300,19 @@ def _check_trace_window_in_run(cfg: TrainConfig) -> None:
                           f"so nothing would be traced; use A < {cfg.steps}")
 
 
-def _check_data_flags(cfg: TrainConfig, bad: Any) -> None:
+def check_data_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
     """The sizes of the synthetic task and the held-out fraction of a data set apply to one
-    source each: a flag for the other is refused, never ignored."""
+    source each: a flag for the other is refused, never ignored. ``given``: the flags the
+    command line set (``core.flags.given_dests``), so one typed at its default counts too; a
+    config built in Python has none, and its values alone tell (checked on creation)."""
+    bad = _refuse
     field = TrainConfig.__dataclass_fields__
-    if cfg.data is None and is_given(cfg, "holdout", cfg.holdout != DEFAULT_HOLDOUT):
+    if cfg.data is None and (cfg.holdout != DEFAULT_HOLDOUT or "holdout" in given):
         bad(f"--holdout {cfg.holdout} sets the held-out fraction of --data (digits, or a file "
             "without x_test); the synthetic task holds out --test-samples rows")
     sizes = [f"--{name.replace('_', '-')}" for name in ("train_samples", "test_samples")
              if cfg.data is not None
-             and is_given(cfg, name, getattr(cfg, name) != field[name].default)]
+             and (getattr(cfg, name) != field[name].default or name in given)]
     if sizes:
         bad(f"{' and '.join(sizes)} size the synthetic task; with --data {cfg.data} the data "
             "set decides (docs/data.md)")
@@ -329,16 +335,34 @@ def _check_overlap_forward(cfg: TrainConfig, bad: Any) -> None:
             bad(f"--overlap-forward cannot take effect with {flag}: {why}")
 
 
-def _digits_layers(cfg: TrainConfig) -> None:
-    """--data digits without --layers: 64 inputs and 10 classes (``data.DIGITS_LAYERS``)."""
-    from mpicomm.train.data import DIGITS, DIGITS_LAYERS
-
-    if cfg.data == DIGITS and parse_layers(cfg.layers) == DEFAULT_LAYERS:
-        object.__setattr__(cfg, "layers", DIGITS_LAYERS)
+def _normal_values(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each field in its normal form, before the record is built: ``--layers``
+    text as widths (with ``--data digits`` and no ``--layers``, ``data.DIGITS_LAYERS``: 64
+    inputs, 10 classes), ``--straggler`` as one ``RANK:MS`` string each, ``--crossover-bytes``
+    "1M" as bytes. A value that does not parse stays as given: the checks refuse it."""
+    out = dict(values)
+    try:
+        layers = parse_layers(out.get("layers", DEFAULT_LAYERS))
+    except (TypeError, ValueError):
+        layers = None
+    if layers is not None:
+        out["layers"] = DIGITS_LAYERS if (out.get("data") == DIGITS
+                                          and layers == DEFAULT_LAYERS) else layers
+    straggler = out.get("straggler", ())
+    if straggler is None or isinstance(straggler, (str, list, tuple)):
+        items = [straggler] if isinstance(straggler, str) else list(straggler or ())
+        out["straggler"] = tuple(x.strip() for item in items for x in str(item).split(",")
+                                 if x.strip())
+    if isinstance(out.get("crossover_bytes"), str):  # "1M" from Python, as on the command line
+        try:
+            out["crossover_bytes"] = parse_bytes(out["crossover_bytes"])
+        except ValueError:
+            pass  # ReducerOptions refuses it, naming the option
+    return out
 
 
 def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
-    """--ps-mode, --staleness, --straggler, --jitter (normalises straggler to RANK:MS strings)."""
+    """--ps-mode, --staleness, --straggler, --jitter."""
     if cfg.ps_mode is not None:
         if cfg.ps_mode not in ("sync", "async", "ssp"):
             bad(f"--ps-mode must be sync, async or ssp, got {cfg.ps_mode!r}")
@@ -357,9 +381,9 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
         bad("--staleness needs --ps-mode ssp")
     if cfg.ps_momentum not in ("lookahead", "shared"):
         bad(f"--ps-momentum must be lookahead or shared, got {cfg.ps_momentum!r}")
-    items = [cfg.straggler] if isinstance(cfg.straggler, str) else list(cfg.straggler or ())
-    parts = [x.strip() for item in items for x in str(item).split(",") if x.strip()]
-    for part in parts:
+    if not isinstance(cfg.straggler, tuple):
+        bad(f"--straggler must be RANK:MS strings, got {cfg.straggler!r}")
+    for part in cfg.straggler:
         rank, sep, ms = part.partition(":")
         try:
             ok = sep and int(rank) >= 0 and within(float(ms), DELAY_MS)
@@ -368,7 +392,6 @@ def _validate_ps_and_delays(cfg: TrainConfig, bad: Any) -> None:
         if not ok:
             bad(f"--straggler must be RANK:MS with RANK >= 0 and MS from 0 to "
                 f"{DELAY_MS[1]:g} (a minute a step, slept for real), got {part!r}")
-    object.__setattr__(cfg, "straggler", tuple(parts))
     if not within(cfg.jitter, DELAY_MS):
         bad(f"--jitter must be a number of milliseconds from 0 to {DELAY_MS[1]:g}, got "
             f"{cfg.jitter!r}")
@@ -479,34 +502,6 @@ def _check_rows_per_step(cfg: TrainConfig, ranks: int) -> None:
                             cfg.accumulate)
     except DataError as exc:
         raise ConfigError(str(exc)) from None
-
-
-# ------------------------------------------------------------ flags, generated
-def field_help(cls: type = TrainConfig) -> dict[str, str]:
-    """Return each field's help (its trailing comment; inherited fields from their base)."""
-    return flags.field_help(cls)
-
-
-_DefaultsFormatter = DefaultsFormatter  # every default shown once (core.helptext)
-
-QUICK_ENV = "MPICOMM_DOCS_QUICK"  # set to 1: train and compare default to QUICK_DEFAULTS
-QUICK_DEFAULTS = {"steps": 20, "eval_samples": 512}  # ints; tests/test_docs_commands.py
-
-
-def flag_defaults() -> dict[str, Any]:
-    """Return the flag defaults that differ from the fields': ``QUICK_DEFAULTS`` under QUICK_ENV."""
-    return dict(QUICK_DEFAULTS) if os.environ.get(QUICK_ENV, "") not in ("", "0") else {}
-
-
-def add_arguments(p: argparse.ArgumentParser, *, single_run: bool = True,
-                  cls: type = TrainConfig) -> None:
-    """Add one flag per ``TrainConfig`` field to ``p`` (defaults, types and help from it).
-
-    The reducer options' flags come from the same record (``ReducerFields``).
-    ``single_run=False`` (compare) leaves out ``SINGLE_RUN_ONLY``.
-    """
-    flags.add_flags(p, cls, skip=() if single_run else SINGLE_RUN_ONLY,
-                    defaults=flag_defaults())  # MPICOMM_DOCS_QUICK: the docs test's short runs
 
 
 # written by rank 0 alone: a job may name it on rank 0's command only

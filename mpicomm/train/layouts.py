@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Collection
 
 import numpy as np
 
-from mpicomm.core.flags import is_given
 from mpicomm.train import loop as T
 
 __all__ = ["check_layout_flags", "layout_config", "with_memory", "format_layouts",
@@ -60,20 +60,22 @@ _OTHER_REDUCERS = (("--servers", "servers"), ("--dedicated", "dedicated"),
                    ("--variant", "variant"), ("--crossover-bytes", "crossover_bytes"))
 
 
-def check_layout_flags(cfg: T.TrainConfig, names: list[str]) -> None:
+def check_layout_flags(cfg: T.TrainConfig, names: list[str], *,
+                       given: Collection[str] = ()) -> None:
     """Raise ``ConfigError`` for a flag ``--layouts`` would ignore (no MPI).
 
     The layout names set the stages, shards and ZeRO stage, so those flags are refused;
     ``--micro-batches`` and ``--schedule`` shape pipeline layouts only, so they need one;
-    every layout reduces with the ring, so other reducers' options are refused.
+    every layout reduces with the ring, so other reducers' options are refused. ``given``:
+    the flags the command line set (typed at their default, refused as well).
     """
     for flag, key, spelled in _SET_BY_NAME:
-        if is_given(cfg, key, getattr(cfg, key) != 1):
+        if getattr(cfg, key) != 1 or key in given:
             raise T.ConfigError(f"{flag} {getattr(cfg, key)} has no effect with --layouts: the "
                                 f"layout names set it ({spelled})")
     default = T.TrainConfig()
     for flag, key in _OTHER_REDUCERS:
-        if is_given(cfg, key, getattr(cfg, key) != getattr(default, key)):
+        if getattr(cfg, key) != getattr(default, key) or key in given:
             raise T.ConfigError(f"{flag} has no effect with --layouts: every layout reduces "
                                 "with the ring (docs/parallelism.md)")
     twice = sorted({n for n in names if names.count(n) > 1})

@@ -19,12 +19,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import is_given
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.parallel.groups import ParallelGroup
 from mpicomm.parallel.parts import make_part as _make_part
@@ -45,7 +45,8 @@ def is_model_parallel(cfg: TrainConfig) -> bool:
     return cfg.pipeline_stages > 1 or cfg.tensor_parallel > 1
 
 
-def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
+def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None, *,
+                         given: Collection[str] = ()) -> None:
     """Raise ``ConfigError`` for a model-parallel flag that cannot take effect (no MPI)."""
     P, M, T = cfg.pipeline_stages, cfg.micro_batches, cfg.tensor_parallel
     if P < 1 or M < 1 or T < 1:
@@ -60,7 +61,7 @@ def check_parallel_flags(cfg: TrainConfig, ranks: int | None = None) -> None:
         return
     _check_shape(cfg, ranks)
     _check_replica_nodes(cfg, ranks, max(P, T))
-    _check_refused(cfg, ranks)
+    _check_refused(cfg, ranks, given)
 
 
 def _check_shape(cfg: TrainConfig, ranks: int | None) -> None:
@@ -100,14 +101,14 @@ _REFUSED = (
 )
 
 
-def _check_refused(cfg: TrainConfig, ranks: int | None) -> None:
+def _check_refused(cfg: TrainConfig, ranks: int | None, given: Collection[str]) -> None:
     K = max(cfg.pipeline_stages, cfg.tensor_parallel)
     family = "--pipeline-stages" if cfg.pipeline_stages > 1 else "--tensor-parallel"
     for flag, bad, why in _REFUSED:
         if bad(cfg):
             raise ConfigError(f"{flag} is not supported with {family} ({why})")
-    for flag, bad in (("--compress", is_given(cfg, "compress", cfg.compress != "none")),
-                      ("--channels", is_given(cfg, "channels", cfg.channels != 1))):
+    for flag, bad in (("--compress", cfg.compress != "none" or "compress" in given),
+                      ("--channels", cfg.channels != 1 or "channels" in given)):
         if ranks == K and bad:
             raise ConfigError(f"{flag} has no effect with one replica ({ranks} ranks = {K} "
                               "parts): it shapes the all-reduce across replicas only")

@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import is_given
 from mpicomm.core.options import ReducerOptions
 from mpicomm.engine import PSEngine, ps_codec
 from mpicomm.nn import MLP, num_params
@@ -32,11 +32,13 @@ __all__ = ["check_ps_flags", "make_ps_group", "make_ps_engine"]
 PS_DEFAULT_BUCKET_MB = 25.0  # TrainConfig's default: --bucket-mb left alone
 
 
-def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> None:
+def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True,
+                   given: Collection[str] = ()) -> None:
     """Raise ``ConfigError`` for a flag ``--ps-mode`` cannot honour on ``ranks`` ranks (no MPI).
 
     ``single_run`` False (a run of compare, whose engine flags are shared by every
-    strategy compared): only what the parameter server cannot run at all.
+    strategy compared): only what the parameter server cannot run at all. ``given``:
+    the flags the command line set (``train.checks.check``).
     """
     if not cfg.ps_mode:
         return
@@ -44,13 +46,13 @@ def check_ps_flags(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> 
     ps_codec(cfg.compress)  # fp16 / int8 only
     if not single_run:
         return
-    if is_given(cfg, "bucket_mb", cfg.bucket_mb != PS_DEFAULT_BUCKET_MB):
+    if cfg.bucket_mb != PS_DEFAULT_BUCKET_MB or "bucket_mb" in given:
         raise ConfigError("--bucket-mb has no effect under --ps-mode: a worker pushes one "
                           "range to each server per step")
     if cfg.validate is not None:
         raise ConfigError("--validate/--no-validate has no effect under --ps-mode: the "
                           "servers' protocol fixes every message's size")
-    if is_given(cfg, "overlap", not cfg.overlap):  # --overlap typed: as ineffective
+    if not cfg.overlap or "overlap" in given:  # --overlap typed: as ineffective
         flag = "--overlap" if cfg.overlap else "--no-overlap"
         raise ConfigError(f"{flag} has no effect under --ps-mode: a worker pushes after "
                           "backward, with no communication thread to turn off")

@@ -10,14 +10,13 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Collection
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import is_given
 from mpicomm.engine.zero import ZERO_STAGES, ZeroEngine
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.sgd import SGD
@@ -32,11 +31,13 @@ def reducer_strategy(cfg: TrainConfig) -> str:
     return "ring" if cfg.strategy == ZERO else cfg.strategy
 
 
-def check_zero_flags(cfg: TrainConfig, *, single_run: bool = True) -> None:
+def check_zero_flags(cfg: TrainConfig, *, single_run: bool = True,
+                     given: Collection[str] = ()) -> None:
     """Raise ``ConfigError`` for a flag ``--strategy zero`` cannot honour (no MPI).
 
     ``single_run`` False (a run of compare or of ``--layouts``, whose engine flags are
-    shared with the other runs): only what ZeRO cannot run at all.
+    shared with the other runs): only what ZeRO cannot run at all. ``given``: the flags
+    the command line set (``train.checks.check``).
     """
     if cfg.strategy != ZERO:
         if cfg.zero_stage != 1:
@@ -44,23 +45,25 @@ def check_zero_flags(cfg: TrainConfig, *, single_run: bool = True) -> None:
         return
     if cfg.zero_stage not in ZERO_STAGES:
         raise ConfigError(f"--zero-stage must be 1 or 2, got {cfg.zero_stage!r}")
-    given = functools.partial(is_given, cfg)  # a flag set on the command line counts
+    def typed(name: str, differs: bool) -> bool:  # a flag set on the command line counts
+        return differs or name in given
+
     refused = [("--compress", cfg.compress != "none", "the shards travel as plain floats"),
                ("--checkpoint", bool(cfg.checkpoint), "each rank holds only its momentum shard"),
-               ("--accumulate", given("accumulate", cfg.accumulate != 1),
+               ("--accumulate", typed("accumulate", cfg.accumulate != 1),
                 "one backward per optimizer step"),
                ("--device gpu", cfg.device != "cpu", "the shards' optimizer is NumPy"),
-               (f"--channels {cfg.channels}", given("channels", cfg.channels != 1),
+               (f"--channels {cfg.channels}", typed("channels", cfg.channels != 1),
                 "its reduce-scatter and all-gather run one ring"),
                ("--dedicated", cfg.dedicated, "every rank serves its own shard (S = p, "
                 "colocated); for dedicated servers use --strategy ps"),
-               (f"--servers {cfg.servers}", given("servers", cfg.servers != 1),
+               (f"--servers {cfg.servers}", typed("servers", cfg.servers != 1),
                 "every rank serves its own shard (S = p, colocated); for S servers use "
                 "--strategy ps")]
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} is not supported with --strategy zero ({why})")
-    if single_run and given("overlap", not cfg.overlap):  # no communication thread
+    if single_run and typed("overlap", not cfg.overlap):  # no communication thread
         flag = "--overlap" if cfg.overlap else "--no-overlap"
         raise ConfigError(f"{flag} has no effect with --strategy zero: its buckets are "
                           "reduced on the training thread (stage 1 after backward, stage 2 "

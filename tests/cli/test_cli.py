@@ -95,6 +95,7 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
     """issue 17 item 3: train lacked --crossover-bytes and --cuda-aware; three spellings drifted."""
     import dataclasses
 
+    from mpicomm.cli.config import train_config
     from mpicomm.cli.main import build_parser
     from mpicomm.core.errors import ConfigError
     from mpicomm.core.options import ReducerFields, ReducerOptions
@@ -115,8 +116,8 @@ def test_reducer_options_are_one_record_for_train_compare_and_bench():
         assert {k: getattr(args, k) for k in want} == want, command
     on_cpu = [f for f in flags if f != "--cuda-aware"]  # CuPy buffers only: refused on the CPU
     with pytest.raises(ConfigError, match="--cuda-aware/--no-cuda-aware: how CuPy buffers"):
-        check_world(TrainConfig.from_args(parser.parse_args(["train", *flags])), 4)
-    cfg = TrainConfig.from_args(parser.parse_args(["train", *on_cpu]))
+        check_world(train_config(parser.parse_args(["train", *flags])), 4)
+    cfg = train_config(parser.parse_args(["train", *on_cpu]))
     check_world(cfg, 4)
     assert isinstance(cfg.reducer, ReducerOptions)   # held, checked and parsed once
     assert cfg.reducer.compress == "topk:0.5" and cfg.reducer.inter_link.bandwidth == 1e9

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from mpi_harness import run_mpi
 
+from mpicomm.cli.config import train_config
 from mpicomm.train.config import (
     ONE_RANK_NOTE,
     ConfigError,
@@ -333,9 +334,9 @@ def test_the_command_line_tells_a_flag_given_at_its_default():
     check_strategy_options(_given("bench", "--servers", "1"), ["ps"])  # ps reads it
     check_strategy_options(_given("bench"), ["native"])  # nothing typed: nothing refused
     with pytest.raises(ConfigError, match="--holdout 0.1 sets the held-out fraction"):
-        TrainConfig.from_args(_given("train", "--holdout", "0.1"))
+        train_config(_given("train", "--holdout", "0.1"))
     with pytest.raises(ConfigError, match="--train-samples size the synthetic task"):
-        TrainConfig.from_args(_given("train", "--data", "digits", "--train-samples", "16384"))
+        train_config(_given("train", "--data", "digits", "--train-samples", "16384"))
     # a config built in Python has no command line: its values alone tell, as before
     check_world(TrainConfig(holdout=0.1), 2)
 
@@ -346,12 +347,16 @@ def test_the_command_line_tells_a_flag_given_at_its_default():
 def test_overlap_typed_is_refused_where_nothing_overlaps(argv, name):
     """``--overlap`` is the default, so typing it passed the value check and ran, exit 0; with
     no communication thread to turn on it is as ineffective as ``--no-overlap``."""
+    from mpicomm.cli.config import given
     from mpicomm.train import ps_setup, zero_setup
 
-    cfg = TrainConfig.from_args(_given("train", *argv, "--overlap"))
+    args = _given("train", *argv, "--overlap")
+    cfg = train_config(args)
     with pytest.raises(ConfigError, match=f"^--overlap has no effect (with|under) {name}"):
-        ps_setup.check_ps_flags(cfg, 4)
-        zero_setup.check_zero_flags(cfg)
-    cfg = TrainConfig.from_args(_given("train", *argv))  # not typed: nothing refused
+        ps_setup.check_ps_flags(cfg, 4, given=given(args))
+        zero_setup.check_zero_flags(cfg, given=given(args))
+    ps_setup.check_ps_flags(cfg, 4)  # a config alone: its values tell, and --overlap is the
+    zero_setup.check_zero_flags(cfg)  # default
+    cfg = train_config(_given("train", *argv))  # not typed: nothing refused
     ps_setup.check_ps_flags(cfg, 4)
     zero_setup.check_zero_flags(cfg)

@@ -22,7 +22,8 @@ def test_every_training_command_calls_the_one_check():
 
 def test_the_loop_neither_parses_flags_nor_prints_a_command_s_table():
     """``train.loop.run(args)`` was the command; it is ``cli/train.py`` now, and the
-    config reads no world size (``TrainConfig.from_args`` read ``MPI.COMM_WORLD``'s)."""
+    config reads no world size (``TrainConfig.from_args`` read ``MPI.COMM_WORLD``'s; the
+    flags become a record in ``cli/config.py`` now)."""
     for module in ("loop", "layouts", "config"):
         src = (ROOT / "mpicomm" / "train" / f"{module}.py").read_text()
         assert "def run(" not in src and (module == "loop" or "Get_size()" not in src), module

@@ -7,6 +7,7 @@ import pytest
 from train_runs import SMALL, SMALL_DATA, ok, train
 
 import mpicomm
+from mpicomm.cli.config import train_config
 from mpicomm.cli.main import build_parser
 from mpicomm.train.loop import ConfigError, TrainConfig
 
@@ -17,7 +18,7 @@ def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
     for flags, want in (([], None), (["--validate"], True), (["--no-validate"], False)):
         for command in ("train", "compare"):
             assert parse([command, *flags]).validate is want, (command, flags)
-        assert TrainConfig.from_args(parse(["train", *flags])).validate is want
+        assert train_config(parse(["train", *flags])).validate is want
     assert TrainConfig(validate=False).reducer_options()["validate"] is False
     out = tmp_path / "v.json"
     ok(train(1, *SMALL, "--steps", "2", "--json", out))
@@ -58,7 +59,8 @@ def test_config_refuses_invalid_values():
 def test_flags_are_generated_from_every_config_field():
     import dataclasses
 
-    from mpicomm.train.config import SINGLE_RUN_ONLY, field_help
+    from mpicomm.cli.config import field_help
+    from mpicomm.train.config import SINGLE_RUN_ONLY
 
     helps = field_help()
     parser = build_parser()
@@ -70,10 +72,10 @@ def test_flags_are_generated_from_every_config_field():
             default = None
         assert getattr(train_args, f.name) == default, f.name
         assert hasattr(compare_args, f.name) == (f.name not in SINGLE_RUN_ONLY), f.name
-    assert TrainConfig.from_args(train_args) == TrainConfig()
+    assert train_config(train_args) == TrainConfig()
     args = parser.parse_args(["train", "--no-overlap", "--bucket-mb", "0", "--accumulate", "4",
                               "--layers", "256,64x48,10", "--scale-lr"])
-    cfg = TrainConfig.from_args(args)
+    cfg = train_config(args)
     assert (cfg.overlap, cfg.bucket_mb, cfg.accumulate, cfg.scale_lr) == (False, 0.0, 4, True)
     assert cfg.layers == (256, *[64] * 48, 10)
     assert "validate" in helps and "MPICOMM_VALIDATE" in helps["validate"]  # continued comment
@@ -105,3 +107,23 @@ def test_output_paths_checked_before_the_first_step(flag, path, fragment):
     errors = [x for x in out.splitlines() if "error:" in x]
     assert len(errors) == 1 and fragment in errors[0], out
     assert not res.stdout.strip() and "Traceback" not in out, out  # nothing ran
+
+
+def test_the_record_is_built_once_and_never_written():
+    """Issue 31: ``TrainConfig`` was a frozen record written 6 times with ``object.__setattr__``
+    after its fields were set; its values are put in normal form before, and only read after."""
+    import dataclasses
+
+    from mpi_harness import ROOT
+
+    for path in sorted((ROOT / "mpicomm" / "train").glob("*.py")):
+        assert "__setattr__" not in path.read_text(), path.name
+    cfg = TrainConfig(layers="8,4", straggler=["1:20", "2:5,3:1"], crossover_bytes="1K")
+    assert (cfg.layers, cfg.straggler, cfg.crossover_bytes) == ((8, 4), ("1:20", "2:5", "3:1"),
+                                                               1024)
+    assert TrainConfig(data="digits").layers == (64, 128, 10)  # the data set's widths
+    again = dataclasses.replace(cfg, lr=0.1)  # a new record, built the same way
+    assert (again.layers, again.straggler, again.lr, cfg.lr) == (cfg.layers, cfg.straggler,
+                                                                 0.1, 0.05)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.layers = (8, 8, 4)
