@@ -303,7 +303,7 @@ def _model_args(*argv: str):
     """``model``'s flags parsed (its parser alone: cheaper than the whole command line's)."""
     import argparse
 
-    from mpicomm.bench import model_cmd
+    from mpicomm.cli import model as model_cmd
 
     parser = argparse.ArgumentParser()
     model_cmd.add_arguments(parser)
@@ -321,7 +321,7 @@ def _model_args(*argv: str):
 ])
 def test_predict_refuses_flags_it_does_not_read(argv, refused):
     """They were silently ignored: `model --predict -n 5` printed the same table as without."""
-    from mpicomm.bench import model_cmd
+    from mpicomm.cli import model as model_cmd
 
     args = _model_args("--predict", *argv)
     with pytest.raises(ConfigError, match="cannot take effect") as err:
@@ -337,13 +337,13 @@ def test_predict_refuses_flags_it_does_not_read(argv, refused):
     ["--ranks", "8,64", "--table", "--compute-ms", "5", "--json", "p.json", "--csv", "p.csv"],
 ])
 def test_predict_accepts_the_flags_it_reads(argv):
-    from mpicomm.bench.model_cmd import unused_flags
+    from mpicomm.cli.model import unused_flags
 
     assert unused_flags(_model_args("--predict", *argv)) == []
 
 
 def test_measuring_model_names_the_predict_only_flags():
-    from mpicomm.bench.model_cmd import unused_flags
+    from mpicomm.cli.model import unused_flags
 
     args = _model_args("--ranks", "64", "--profile", "gb200-nvl72", "--table", "--compute-ms",
                        "5", "-n", "3")

@@ -118,7 +118,7 @@ def test_bad_input_exits_2_with_one_line(args, words):
 def test_bad_input_is_refused_in_one_line(args, words):
     import argparse
 
-    from mpicomm.bench import model_cmd
+    from mpicomm.cli import model as model_cmd
 
     p = argparse.ArgumentParser()
     model_cmd.add_arguments(p)

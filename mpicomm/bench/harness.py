@@ -1,4 +1,5 @@
-"""The nccl-tests-style harness: sweep strategies over message sizes (``python -m mpicomm bench``).
+"""The nccl-tests-style harness: sweep strategies over message sizes (``python -m mpicomm bench``,
+whose flags and printing live in ``cli/bench.py``).
 
     mpiexec -n 2 python -m mpicomm bench -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 -d float
 
@@ -25,14 +26,13 @@ error without CuPy). Rank 0 shows progress per size (a tqdm bar on a terminal,
 plain lines on stderr otherwise).
 
 The harness never names a strategy: it takes the names from the registry (or
-``--strategies``) and the baseline from ``--baseline``.
+``--strategies``) and the baseline from ``--baseline``; it reads no flags and prints no
+error (a problem comes back as its one line, which the command prints).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import dataclasses
 import json
 import os
 import sys
@@ -41,24 +41,21 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from mpicomm._mpi_init import THREAD_LEVELS, requested_thread_level
+from mpicomm._mpi_init import requested_thread_level
 from mpicomm.analysis import verdict as V
 from mpicomm.bench.allreduce import AllreduceTest
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import add_cluster_flags, add_flags
-from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.memory import available_memory
-from mpicomm.core.options import CUDA_AWARE_ON_CPU, ReducerFields, check_strategy_options
 from mpicomm.core.progress import Progress
 from mpicomm.core.units import fmt_bytes, fmt_num, jsonable, parse_bytes
 from mpicomm.p2p import barrier
-from mpicomm.reducers import make_reducer, strategies
+from mpicomm.reducers import make_reducer
 
-__all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "add_arguments",
-           "RECORD_KEYS", "reducer_options", "chosen_strategies", "usage_error", "device_error",
-           "emulation_note", "cpu_sharing", "thread_level_record", "write_records", "format_row",
-           "HEADER", "LEGEND", "memory_problem", "memory_error", "cluster_record"]
+__all__ = ["BenchConfig", "parse_bytes", "size_list", "sweep", "run_bench", "DTYPES",
+           "RECORD_KEYS", "device_error", "emulation_note", "cpu_sharing", "thread_level_record",
+           "write_records", "format_row", "HEADER", "LEGEND", "memory_problem", "memory_error",
+           "cluster_record"]
 
 DTYPES = {"float": np.float32, "float32": np.float32, "double": np.float64,
           "float64": np.float64}
@@ -241,49 +238,6 @@ def format_row(row: dict) -> str:
     )
 
 
-# ---------------------------------------------------------------- command
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the nccl-tests flags, the reducer options and --device; --help shows each default."""
-    p.formatter_class = DefaultsFormatter
-    p.add_argument("--strategies", default=None,
-                   help="comma-separated strategies (default: all registered)")
-    p.add_argument("--baseline", default="native",
-                   help="strategy the 'vs' column compares to, when it is in the run")
-    p.add_argument("-b", "--minbytes", type=parse_bytes, default="8",
-                   help="smallest size: 8, 4K, 1M (binary, nccl-tests), 1MiB, 1MB (= 1e6)")
-    p.add_argument("-e", "--maxbytes", type=parse_bytes, default="64M", help="largest message size")
-    p.add_argument("-f", "--stepfactor", type=float, default=2.0, help="size multiplication factor")
-    p.add_argument("-n", "--iters", type=int, default=20, help="timed calls per size and round")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5,
-                   help="untimed calls per size (each round)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="turns per strategy at each size (strategies alternate; -n calls each)")
-    p.add_argument("-c", "--check", type=int, default=1,
-                   help="checked calls per size on fresh inputs (0: no check)")
-    p.add_argument("-d", "--datatype", choices=sorted(DTYPES), default="float", help="element type")
-    p.add_argument("-o", "--op", choices=["sum", "mean"], default="sum", help="reduction")
-    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
-                   help="cpu: NumPy buffers; gpu: CuPy buffers (needs mpicomm[gpu])")
-    p.add_argument("--seed", type=int, default=1, help="inputs derive from (seed, rank)")
-    # the reducer options: generated from the one record (core.options.ReducerFields);
-    # per-call agreement checks are off here: the bench checks the results itself
-    add_flags(p, ReducerFields, defaults={"validate": False},
-              notes={"validate": "(off here: the bench checks results itself; the first call "
-                                 "is still checked)",
-                     "compress": "(lossy: result checks are off unless none)"})
-    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
-    p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
-                   help="MPI thread level to request (read before MPI starts; default: "
-                   "MPICOMM_THREAD_LEVEL, else mpi4py's multiple)")
-    p.add_argument("--json", default=None, metavar="PATH", help="write records as JSON")
-    p.add_argument("--csv", default=None, metavar="PATH", help="write records as CSV")
-
-
-def reducer_options(args: argparse.Namespace) -> dict:
-    """The ``ReducerOptions`` fields the command line sets (passed to every strategy)."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(ReducerFields)}
-
-
 def emulation_note(options: dict) -> str | None:
     """One header line naming the emulated links and that native is not emulated, or the
     virtual clock's links; None if neither."""
@@ -310,53 +264,6 @@ def cluster_record(flags: object, ranks: int) -> dict | None:
     return cluster_of(flags, ranks).as_dict()
 
 
-def usage_error(message: str) -> int:
-    """Print ``message`` once (rank 0) and return the usage exit code, 2, on every rank."""
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        sys.stderr.write(f"mpicomm: {message}\n")
-    return 2
-
-
-def chosen_strategies(args: argparse.Namespace) -> list[str] | None:
-    """Strategies to run, baseline first; None (after rank 0 printed why) on a bad flag."""
-    known = strategies()
-    names = known if args.strategies is None else [
-        s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        what = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "no strategy"
-        usage_error(f"{what}; valid strategies: {', '.join(known)}")
-        return None
-    if args.baseline not in known:  # a typo would leave the vs column empty
-        usage_error(f"unknown --baseline {args.baseline!r}; valid strategies: "
-                    f"{', '.join(known)}")
-        return None
-    bad = [f"{flag} {v}" for flag, v, lo in (("-n", args.iters, 1), ("--rounds", args.rounds, 1),
-                                             ("-w", args.warmup_iters, 0), ("-c", args.check, 0))
-           if v < lo]
-    if bad:
-        usage_error(f"{', '.join(bad)}: -n and --rounds must be >= 1, -w and -c >= 0")
-        return None
-    try:
-        size_list(args.minbytes, args.maxbytes, args.stepfactor)
-    except ValueError as exc:
-        usage_error(str(exc))
-        return None
-    names = list(dict.fromkeys(names))
-    if args.baseline in names:
-        names.remove(args.baseline)
-        names.insert(0, args.baseline)
-    if getattr(args, "cuda_aware", None) is not None and args.device != "gpu":
-        usage_error(CUDA_AWARE_ON_CPU)
-        return None
-    try:  # --servers 2 beside --strategies ring: the flag would be dropped
-        check_strategy_options(args, names)
-    except ConfigError as exc:
-        usage_error(str(exc))
-        return None
-    return names
-
-
 def memory_problem(max_bytes: int, checked: bool, ranks_on_host: int,
                    available: int | None) -> str | None:
     """Why the sweep's buffers cannot fit this host, or None when they may.
@@ -376,10 +283,10 @@ def memory_problem(max_bytes: int, checked: bool, ranks_on_host: int,
             f"than its {fmt_bytes(available)} available; give a smaller -e")
 
 
-def memory_error(max_bytes: int, checked: bool, device: str, world: MPI.Comm) -> bool:
-    """Collective: True (after rank 0 printed one line) when some host cannot hold the sweep's
-    buffers (``memory_problem``), so every rank returns exit 2 before the first message of
-    the sweep; CPU buffers only (``--device gpu`` allocates on the device)."""
+def memory_error(max_bytes: int, checked: bool, device: str, world: MPI.Comm) -> str | None:
+    """Collective: why some host cannot hold the sweep's buffers (``memory_problem``), the same
+    on every rank, so every rank can refuse before the first message of the sweep; None
+    when they may fit. CPU buffers only (``--device gpu`` allocates on the device)."""
     host = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.Get_rank())
     local = host.Get_size()
     host.Free()
@@ -388,25 +295,22 @@ def memory_error(max_bytes: int, checked: bool, device: str, world: MPI.Comm) ->
     bad = np.array([0 if why is None else 1], dtype=np.int64)
     world.Allreduce(MPI.IN_PLACE, bad, MPI.MAX)
     if not bad[0]:
-        return False
-    usage_error(why or f"-e: the largest size, {fmt_bytes(max_bytes)}, does not fit the "
-                       "memory of another host of this job; give a smaller -e")
-    return True
+        return None
+    return why or (f"-e: the largest size, {fmt_bytes(max_bytes)}, does not fit the memory of "
+                   "another host of this job; give a smaller -e")
 
 
-def device_error(device: str, who: str) -> bool:
-    """For ``--device gpu`` without CuPy (or a GPU): print one line on rank 0, return True."""
+def device_error(device: str, who: str) -> str | None:
+    """For ``--device gpu`` without CuPy (or a GPU): the one line that says so; else None."""
     if device != "gpu":
-        return False
-    from mpicomm.core.errors import ConfigError
+        return None
     from mpicomm.core.gpu import import_cupy
 
     try:
         import_cupy(who)
     except ConfigError as exc:
-        usage_error(str(exc))
-        return True
-    return False
+        return str(exc)
+    return None
 
 
 def cpu_sharing(world: MPI.Comm) -> str | None:
@@ -418,10 +322,12 @@ def cpu_sharing(world: MPI.Comm) -> str | None:
     return V.cpu_sharing_warning(int(mine[0]))
 
 
-def thread_level_record(args: argparse.Namespace) -> dict:
+def thread_level_record(requested: str | None) -> dict:
+    """The MPI thread level asked for (``--thread-level``, else ``MPICOMM_THREAD_LEVEL``) and
+    the one MPI provided, for the result file."""
     names = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
              MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
-    requested = args.thread_level or requested_thread_level([], os.environ)
+    requested = requested or requested_thread_level([], os.environ)
     return {"requested": requested or "multiple (mpi4py default)",
             "provided": names.get(MPI.Query_thread(), str(MPI.Query_thread()))}
 

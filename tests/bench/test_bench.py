@@ -243,7 +243,7 @@ def test_help_shows_every_default_once():
 
 
 def test_model_on_one_rank_is_refused_and_prints_no_inf(capsys):
-    from mpicomm.bench.model_cmd import print_model
+    from mpicomm.cli.model import print_model
     from mpicomm.costmodel.formulas import LinkModel, ModelParams
 
     res = run_mpi(1, ["-m", "mpicomm", "model", "-e", "64K"], timeout=60)
@@ -288,7 +288,7 @@ def test_unknown_baseline_is_refused(capsys):
     """`bench --baseline nativ` ran with an empty vs column; now one line and exit 2."""
     import argparse
 
-    from mpicomm.bench.harness import add_arguments, chosen_strategies
+    from mpicomm.cli.bench import add_arguments, chosen_strategies
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -303,7 +303,7 @@ def test_another_strategys_option_is_refused(capsys):
     """`bench --strategies ring --servers 2` ran the ring, the flag dropped; now one line."""
     import argparse
 
-    from mpicomm.bench.harness import add_arguments, chosen_strategies
+    from mpicomm.cli.bench import add_arguments, chosen_strategies
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -395,7 +395,7 @@ def test_model_predicts_the_tree_and_channels_the_virtual_clock_runs():
     --strategies ring,tree --channels 2 -b 4M -e 4M`: the predicted column read 8766 us for
     the 2-channel ring (the 1-ring formula: meas/pred 0.42) and '-' for the tree. Under the
     virtual clock both now come from the cluster predictor on the cluster the clock charges."""
-    from mpicomm.bench.model_cmd import predicted
+    from mpicomm.bench.model_rows import predicted
     from mpicomm.core.links import parse_link
     from mpicomm.costmodel.cluster import DEFAULT_INTRA
     from mpicomm.costmodel.profiles import build_cluster

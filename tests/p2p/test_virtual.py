@@ -461,7 +461,7 @@ def test_model_charges_reductions_at_the_clocks_compute_scale():
     prediction under the virtual clock: the clock's cluster with γ measured x the scale."""
     import dataclasses
 
-    from mpicomm.bench.model_cmd import predicted
+    from mpicomm.bench.model_rows import predicted
     from mpicomm.core import clock
     from mpicomm.core.clock import VirtualClock
     from mpicomm.costmodel.cluster_predict import cluster_time
