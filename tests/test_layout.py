@@ -157,4 +157,4 @@ def test_each_test_folder_matches_a_package_folder():
     subpackages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()} - own
     assert sorted(folders - subpackages) == []
-    assert {"train", "nn", "parallel", "engine", "cli", "core", "bench"} <= folders
+    assert {"train", "nn", "parallel", "engine", "cli", "core", "bench", "costmodel"} <= folders

@@ -1,6 +1,6 @@
 """Pipelined α-β-γ formulas for a cluster of nodes (NVLink inside, NICs between).
 
-Pure functions, checked by hand in ``tests/test_costmodel.py``. ``formulas.py`` keeps the
+Pure functions, checked by hand in ``tests/costmodel/test_costmodel.py``. ``formulas.py`` keeps the
 step-by-step forms a host run measures (one MPI exchange per step, phases one after the
 other); these are the forms for GPU clusters, where NCCL-style implementations stream a
 message in chunks, so a collective's phases and hops overlap. Symbols: p ranks, L ranks per

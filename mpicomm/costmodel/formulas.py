@@ -3,7 +3,7 @@
 Symbols as in DESIGN.md: p ranks, n bytes, α seconds per message, β seconds per
 byte on a link, γ seconds per byte to reduce (``np.add``).
 
-Formulas (pure functions below, checked by hand in ``tests/test_costmodel.py``):
+Formulas (pure functions below, checked by hand in ``tests/costmodel/test_costmodel.py``):
 
     ring                2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ
     recursive doubling  lg P·(α + nβ + nγ)  [+ 2(α + nβ) + nγ to fold p ≠ P],  P = 2^⌊lg p⌋
