@@ -27,6 +27,18 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TAG = "@@MPICOMM "
 
 
+def load_script(relative: str):
+    """The script at ``ROOT / relative`` (``experiments/summarize.py``: outside the package)
+    imported as a module, so a test calls its functions."""
+    import importlib.util
+
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def mpiexec(python: str | None = None) -> str:
     """Return the mpiexec beside this Python, or ``python`` (the venv's MPICH or Open MPI),
     else PATH's."""

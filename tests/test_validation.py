@@ -7,23 +7,19 @@ computed from the rows (a point moved out of range fails it), and the NCCL tunin
 pieces the predictions rest on (protocols, the network plugin's latency, the LL cap).
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
-from mpi_harness import ROOT
+from mpi_harness import ROOT, load_script
 
 CHECK = ROOT / "experiments" / "validation" / "check.py"
 
 
 @pytest.fixture(scope="module")
 def check():
-    spec = importlib.util.spec_from_file_location("validation_check", CHECK)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("experiments/validation/check.py")
 
 
 def test_points_are_sourced_and_span_the_range(check):

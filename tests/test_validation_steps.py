@@ -7,23 +7,19 @@ target, worst <= 2x, is NOT met (TensorFlow's 2017 parameter server on VGG-16, 5
 docs/validation_steps.md says why) and is not asserted.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
-from mpi_harness import ROOT
+from mpi_harness import ROOT, load_script
 
 CHECK = ROOT / "experiments" / "validation" / "check_steps.py"
 
 
 @pytest.fixture(scope="module")
 def check():
-    spec = importlib.util.spec_from_file_location("validation_check_steps", CHECK)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("experiments/validation/check_steps.py")
 
 
 def test_points_are_sourced(check):

@@ -2,8 +2,8 @@
 
 The clusters themselves (layout, links with their efficiencies, per-call α, NICs, the
 reducing switch, each figure with its source) are ``mpicomm.costmodel.profiles``, read
-by the predictor and the virtual clock alike; ``Profile`` and ``Level`` are their older
-names (``Cluster`` and ``Link``). This module adds the one profile that is measured:
+by the predictor and the virtual clock alike (a ``costmodel.cluster.Cluster`` each). This
+module adds the one profile that is measured:
 
     this-machine    α, β(m), γ(m) measured here by ``mpicomm model`` (a saved JSON)
 
@@ -22,18 +22,16 @@ from pathlib import Path
 
 from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.calibrate import HOST_PARAMS_PATHS
-from mpicomm.costmodel.cluster import Cluster, Link
+from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.formulas import LinkModel, ModelParams
 from mpicomm.costmodel.profiles import CLUSTERS
 
-__all__ = ["Level", "Profile", "PROFILES", "profile", "measured_params", "calibrate",
+__all__ = ["PROFILES", "profile", "measured_params", "calibrate",
            "DEFAULT_PARAMS_PATHS"]
 
 DEFAULT_PARAMS_PATHS = HOST_PARAMS_PATHS  # where --calibrate saves; --links-from reads
 
 
-Level = Link  # one link class: α, line rate, efficiency (older name)
-Profile = Cluster  # a cluster description (older name)
 PROFILES: dict[str, Cluster] = CLUSTERS
 MEASURED = "this-machine"
 

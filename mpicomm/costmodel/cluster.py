@@ -48,8 +48,8 @@ DEFAULT_GAMMA_S_PER_BYTE = 1 / 1000e9  # an add at a GPU's HBM rate / 3 (profile
 class Cluster:
     """A cluster: layout, two link classes, optional switch reduction, per-call α, γ, device.
 
-    Field order keeps the older ``Profile(name, ranks_per_node, intra, inter, gamma,
-    nics_per_node, source)`` calls working.
+    Positional order: ``Cluster(name, ranks_per_node, intra, inter, gamma, nics_per_node,
+    source)``.
     """
 
     name: str

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import flops
+from mpicomm.core.unsplit import UnsplitModel
 from mpicomm.nn import ops
 
 __all__ = ["MLP", "Linear", "ReLU", "SoftmaxCrossEntropy", "parse_layers", "num_params",
@@ -180,8 +181,11 @@ class _Buffers:
         self.hit = xp.empty(batch, dtype=bool)
 
 
-class MLP:
+class MLP(UnsplitModel):
     """Linear → ReLU → … → Linear → softmax cross-entropy, parameters in one flat buffer.
+
+    Unsplit: what a part of a split model adds (``nn.model.Model``) comes from
+    ``core.unsplit.UnsplitModel``.
 
     Args:
         layers: widths ``(features, hidden..., classes)``.
@@ -310,20 +314,3 @@ class MLP:
             loss_sum += float(bufs.loss.forward(h, y[lo:hi])) * (hi - lo)
         self._cur = None
         return loss_sum, correct
-
-    # the part contract (``nn.model.Model``): an unsplit model waits for no other part
-    def take_comm(self) -> float:
-        """Seconds waited for other parts: none."""
-        return 0.0
-
-    def take_span(self) -> float:
-        """Seconds of a split schedule: none."""
-        return 0.0
-
-    def gather(self, local: Any) -> Any:
-        """The whole model's flat array: ``local`` itself."""
-        return local
-
-    def scatter(self, full: Any, out: Any) -> None:
-        """Copy the whole model's flat array ``full`` into ``out``."""
-        out[...] = self.xp.asarray(full)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core import flops
+from mpicomm.core.unsplit import UnsplitModel
 from mpicomm.workloads.workload import Workload
 
 __all__ = ["WorkloadModel", "grad_value"]
@@ -45,8 +46,8 @@ def grad_value(layer: int, rank: int = 0) -> float:
     return (layer + 1) * (rank + 1) * 1e-6
 
 
-class WorkloadModel:
-    """``nn.Model`` over a workload's tensors (module docstring)."""
+class WorkloadModel(UnsplitModel):
+    """``nn.Model`` over a workload's tensors (module docstring); unsplit (``core.unsplit``)."""
 
     def __init__(self, w: Workload, batch: int, *, rank: int = 0, dtype: Any = "float32",
                  xp: Any = np) -> None:
@@ -90,15 +91,3 @@ class WorkloadModel:
 
     def evaluate(self, x: Any, y: Any, batch: int = 1024) -> tuple[float, int]:
         return 0.0, 0
-
-    def take_comm(self) -> float:
-        return 0.0
-
-    def take_span(self) -> float:
-        return 0.0
-
-    def gather(self, local: Any) -> Any:
-        return local
-
-    def scatter(self, full: Any, out: Any) -> None:
-        out[...] = full

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from mpi_harness import SCRIPTS, run_mpi
+from mpi_harness import SCRIPTS, load_script, run_mpi
 
 from mpicomm.bench.allreduce import PERIOD, rank_block, tile
 from mpicomm.bench.harness import RECORD_KEYS, count_wrong, memory_problem, parse_bytes, size_list
@@ -358,12 +358,7 @@ def test_bench_json_names_the_clock_a_default_picked(tmp_path):
     assert res.returncode == 0 and "# virtual clock" in res.stdout, res.tail()
     doc = json.loads(js.read_text())
     assert doc["options"]["clock"] is None and doc["clock"] == "virtual", doc["options"]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("summarize", SCRIPTS.parents[1]
-                                                  / "experiments" / "summarize.py")
-    summarize = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summarize)
+    summarize = load_script("experiments/summarize.py")
     assert "virtual-clock times" in summarize.recorded_on(doc)
     assert "wall-clock times" in summarize.recorded_on({**doc, "clock": "wall"})
 

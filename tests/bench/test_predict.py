@@ -26,18 +26,17 @@ from mpicomm.bench.predict import (
 )
 from mpicomm.bench.profiles import (
     PROFILES,
-    Level,
-    Profile,
     measured_params,
     profile,
 )
 from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.cluster import Cluster, Link
 from mpicomm.costmodel.cluster_formulas import hierarchical_pipelined_time
 from mpicomm.costmodel.formulas import LinkModel, ModelParams, ring_time
 
 N = 64 << 20
 # 8 ranks a node, α 1 µs / 100 GB/s inside, α 10 µs / 10 GB/s between, γ 1/(1 TB/s), 8 NICs
-PROF = Profile("test", 8, Level(1e-6, 100e9), Level(10e-6, 10e9), 1e-12, 8)
+PROF = Cluster("test", 8, Link(1e-6, 100e9), Link(10e-6, 10e9), 1e-12, 8)
 
 
 def rows_by(source, ranks, sizes, variants=None, **kw):
@@ -133,7 +132,7 @@ def test_one_server_grows_linearly_and_ring_bytes_stay_flat():
     assert ring_lat == pytest.approx([(2 * (p - p // 8) * 1e-6 + 2 * (p // 8 - 1) * 10e-6) * 1e6
                                       for p in ranks])
     # with α negligible and the add hidden behind the link, the ring's busbw tends to 1/β
-    big = rows_by(dataclasses.replace(PROF, inter=Level(0.0, 10e9), intra=Level(0.0, 100e9)),
+    big = rows_by(dataclasses.replace(PROF, inter=Link(0.0, 10e9), intra=Link(0.0, 100e9)),
                   [1024], [N])
     assert big[("ring(channels=1)", 1024, N)]["busbw_gbps"] == pytest.approx(10.0)
 

@@ -5,7 +5,7 @@ message is timed by the link model."""
 import json
 
 import pytest
-from mpi_harness import run_mpi
+from mpi_harness import load_script, run_mpi
 
 BENCH = ["-m", "mpicomm", "bench", "--clock", "virtual", "-n", "3", "-w", "1", "-c", "1",
          "--rounds", "1"]
@@ -22,14 +22,7 @@ def _bench(tmp_path, p, *flags):
 
 def _virtual_vs_formula():
     """experiments/virtual_vs_formula.py as a module (its bench arguments and predictions)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "experiments" / "virtual_vs_formula.py"
-    spec = importlib.util.spec_from_file_location("virtual_vs_formula", path)
-    vf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(vf)
-    return vf
+    return load_script("experiments/virtual_vs_formula.py")
 
 
 @pytest.mark.slow
