@@ -11,6 +11,7 @@ import dataclasses
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from mpicomm.core.bounds import COMPUTE_SCALE, within
 from mpicomm.core.errors import ConfigError, ConfigTypeError
@@ -135,9 +136,12 @@ class ReducerFields:
                                         # per rank; docs/virtual_clock.md)
 
 
-@dataclass(frozen=True)
 class ReducerOptions(ReducerFields):
-    """Options shared by all strategies (each uses the ones it needs).
+    """Options shared by all strategies (each uses the ones it needs); keyword arguments only.
+
+    Built once and never written: each value is put in its normal form before the frozen
+    fields are set (the environment's defaults read, ``"1M"`` as bytes, links parsed,
+    ``compress`` spelled one way), then checked.
 
     Attributes:
         ranks_per_node: hierarchical: None asks MPI (shared-memory split), an int
@@ -178,7 +182,6 @@ class ReducerOptions(ReducerFields):
             ``Cluster`` of ``inter_link`` / ``intra_link`` / ``nics_per_node``);
             ``"wall"`` is refused while a virtual clock runs; None (default) leaves the
             process's clock.
-        compute_scale: virtual clock: multiplies the compute's CPU time (> 0).
         compute_scale: virtual clock: multiplies every compute charge (> 0).
         accelerator: virtual clock: the modelled device (``costmodel.device``: ``"h100"``,
             ...; ``"host"`` charges this CPU's time); None: the profile's, else h100.
@@ -193,55 +196,9 @@ class ReducerOptions(ReducerFields):
             them, β across nodes x ⌈k/c⌉. None (default): one interface per rank.
     """
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ranks_per_node", resolve_ranks_per_node(self.ranks_per_node))
-        if self.variant not in HIERARCHICAL_VARIANTS:
-            raise ConfigError(
-                f"unknown hierarchical variant {self.variant!r}; "
-                f"valid: {', '.join(HIERARCHICAL_VARIANTS)}"
-            )
-        if isinstance(self.servers, bool) or not isinstance(self.servers, int) or self.servers < 1:
-            raise ConfigError(f"servers must be a positive int, got {self.servers!r}")
-        if not isinstance(self.dedicated, bool):
-            raise ConfigTypeError(f"dedicated must be a bool, got {self.dedicated!r}")
-        _bool_or_none("validate", self.validate)
-        _bool_or_none("cuda_aware", self.cuda_aware)
-        if self.validate is None:
-            env = env_flag("MPICOMM_VALIDATE")
-            object.__setattr__(self, "validate", False if env is None else env)
-        if self.cuda_aware is None:  # still None when unset: ask MPI at the first GPU call
-            object.__setattr__(self, "cuda_aware", env_flag("MPICOMM_CUDA_AWARE"))
-        if isinstance(self.crossover_bytes, str):  # "1M": a size, as on the command line
-            object.__setattr__(self, "crossover_bytes", _size(self.crossover_bytes))
-        c = self.crossover_bytes
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
-            raise ConfigError(f"crossover_bytes must be an int >= 0, got {self.crossover_bytes!r}")
-        for name in ("inter_link", "intra_link"):
-            spec = link_from_env(getattr(self, name), name, f"MPICOMM_{name.upper()}")
-            object.__setattr__(self, name, spec)
-        codec, ratio, ef = parse_compress(self.compress)
-        spelled = codec if ratio is None else f"topk:{ratio:g}" + ("" if ef else ":noef")
-        object.__setattr__(self, "compress", spelled)
-        c = self.nics_per_node
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
-            raise ConfigError(f"nics_per_node must be an int >= 1, got {c!r}")
-        k = self.channels
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CHANNELS:
-            raise ConfigError(f"channels must be an int from 1 to {MAX_CHANNELS}, got {k!r}")
-        if k > 1 and spelled != "none":
-            raise ConfigError(f"channels={k} with compress={spelled!r}: the multi-channel ring "
-                              f"has no compressed variant; use channels=1 or compress='none'")
-        if self.clock is not None and self.clock not in CLOCKS:
-            raise ConfigError(f"unknown clock {self.clock!r}; valid: {', '.join(CLOCKS)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"unknown precision {self.precision!r}; valid: "
-                              f"{', '.join(PRECISIONS)}")
-        if self.accelerator is not None and not isinstance(self.accelerator, str):
-            raise ConfigError(f"accelerator must be a device name, got {self.accelerator!r}")
-        cs = self.compute_scale
-        if not within(cs, COMPUTE_SCALE):  # results stay finite (core/bounds.py)
-            raise ConfigError(f"compute_scale must be a number from {COMPUTE_SCALE[0]:g} to "
-                              f"{COMPUTE_SCALE[1]:g}, got {cs!r}")
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**_normal_options(values))  # the fields, set once
+        _check_options(self)  # then only read
 
     @property
     def emulated(self) -> bool:
@@ -259,6 +216,59 @@ class ReducerOptions(ReducerFields):
                 f"{', '.join(map(repr, unknown))}; valid options: {', '.join(valid)}"
             )
         return cls(**kwargs)
+
+
+def _normal_options(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` in normal form: the environment's defaults for ``ranks_per_node``,
+    ``validate``, ``cuda_aware`` and the links (``MPICOMM_*``); ``crossover_bytes`` text as
+    bytes; the links parsed into ``LinkSpec``; ``compress`` spelled one way. A value of the
+    wrong type stays as given: the checks refuse it."""
+    out = {f.name: f.default for f in dataclasses.fields(ReducerFields)} | values
+    out["ranks_per_node"] = resolve_ranks_per_node(out["ranks_per_node"])
+    for name, env in (("validate", "MPICOMM_VALIDATE"), ("cuda_aware", "MPICOMM_CUDA_AWARE")):
+        _bool_or_none(name, out[name])
+        if out[name] is None:  # validate: False when unset; cuda_aware: None asks MPI later
+            flag = env_flag(env)
+            out[name] = False if flag is None and name == "validate" else flag
+    if isinstance(out["crossover_bytes"], str):  # "1M": a size, as on the command line
+        out["crossover_bytes"] = _size(out["crossover_bytes"])
+    for name in ("inter_link", "intra_link"):
+        out[name] = link_from_env(out[name], name, f"MPICOMM_{name.upper()}")
+    codec, ratio, ef = parse_compress(out["compress"])
+    out["compress"] = codec if ratio is None else f"topk:{ratio:g}" + ("" if ef else ":noef")
+    return out
+
+
+def _check_options(o: ReducerOptions) -> None:
+    """Raise ``ConfigError`` (``ConfigTypeError`` for a wrong type) for the first bad field."""
+    if o.variant not in HIERARCHICAL_VARIANTS:
+        raise ConfigError(f"unknown hierarchical variant {o.variant!r}; "
+                          f"valid: {', '.join(HIERARCHICAL_VARIANTS)}")
+    if isinstance(o.servers, bool) or not isinstance(o.servers, int) or o.servers < 1:
+        raise ConfigError(f"servers must be a positive int, got {o.servers!r}")
+    if not isinstance(o.dedicated, bool):
+        raise ConfigTypeError(f"dedicated must be a bool, got {o.dedicated!r}")
+    c = o.crossover_bytes
+    if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
+        raise ConfigError(f"crossover_bytes must be an int >= 0, got {c!r}")
+    c = o.nics_per_node
+    if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+        raise ConfigError(f"nics_per_node must be an int >= 1, got {c!r}")
+    k = o.channels
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_CHANNELS:
+        raise ConfigError(f"channels must be an int from 1 to {MAX_CHANNELS}, got {k!r}")
+    if k > 1 and o.compress != "none":
+        raise ConfigError(f"channels={k} with compress={o.compress!r}: the multi-channel ring "
+                          f"has no compressed variant; use channels=1 or compress='none'")
+    if o.clock is not None and o.clock not in CLOCKS:
+        raise ConfigError(f"unknown clock {o.clock!r}; valid: {', '.join(CLOCKS)}")
+    if o.precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {o.precision!r}; valid: {', '.join(PRECISIONS)}")
+    if o.accelerator is not None and not isinstance(o.accelerator, str):
+        raise ConfigError(f"accelerator must be a device name, got {o.accelerator!r}")
+    if not within(o.compute_scale, COMPUTE_SCALE):  # results stay finite (core/bounds.py)
+        raise ConfigError(f"compute_scale must be a number from {COMPUTE_SCALE[0]:g} to "
+                          f"{COMPUTE_SCALE[1]:g}, got {o.compute_scale!r}")
 
 
 # --cuda-aware given for a run on the CPU (train, compare, bench, model refuse it alike)
