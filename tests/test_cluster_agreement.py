@@ -71,8 +71,8 @@ def test_every_command_builds_the_same_cluster_from_the_same_flags():
     the same links, ranks and NICs per node (one NIC per rank unless told)."""
     import argparse
 
-    from mpicomm.bench.predict import _source
     from mpicomm.cli import model as model_cmd
+    from mpicomm.cli.predict import cluster_source as _source
     from mpicomm.costmodel.profiles import build_cluster, cluster_of
 
     parser = argparse.ArgumentParser()

@@ -20,8 +20,8 @@ def _predict_line(*flags: str) -> str:
     """The first line `model --predict` prints for these flags (in this process)."""
     import argparse
 
-    from mpicomm.bench.predict import _source
     from mpicomm.cli import model as model_cmd
+    from mpicomm.cli.predict import cluster_source as _source
 
     parser = argparse.ArgumentParser()
     model_cmd.add_arguments(parser)

@@ -4,8 +4,8 @@ Measuring needs at least two ranks (one rank has no link to measure: a one-line 
 Every printed number is finite: an unmeasured bandwidth prints ``-`` and a
 crossover the model never reaches is said in words, never as 2147483648 B.
 ``--predict`` computes for a cluster that is not here: formulas only, no MPI traffic
-(errors exit 2 without ``MPI_Abort``; ``mpicomm.bench.predict``). The sweep is bench's
-(``bench.harness``), the model beside each row ``bench.model_rows``.
+(errors exit 2 without ``MPI_Abort``; ``cli/predict.py`` over ``bench.predict``). The sweep
+is bench's (``bench.harness``), the model beside each row ``bench.model_rows``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from mpi4py import MPI
 
 from mpicomm.bench import harness as bench
 from mpicomm.bench.model_rows import add_predictions
-from mpicomm.bench.predict import add_arguments as predict_arguments
-from mpicomm.bench.predict import run_predict
 from mpicomm.bench.step_predict import NOT_WITH_MODEL, STEP_ONLY
 from mpicomm.cli.bench import add_arguments as bench_arguments
 from mpicomm.cli.bench import (
@@ -29,6 +27,8 @@ from mpicomm.cli.bench import (
     sweep_problem,
     usage_error,
 )
+from mpicomm.cli.predict import add_arguments as predict_arguments
+from mpicomm.cli.predict import run_predict
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given
@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """bench's flags (its sweep measures), then ``--predict`` and its own."""
     bench_arguments(p)
     p.set_defaults(minbytes=4096, iters=20)
-    predict_arguments(p)  # --predict and its flags (mpicomm.bench.predict)
+    predict_arguments(p)  # --predict and its flags (cli/predict.py)
 
 
 def unused_flags(args: argparse.Namespace) -> list[str]:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if unused and args.predict:
         raise ConfigError(f"{', '.join(unused)}: cannot take effect in this `model --predict` "
                           "run; drop it")
-    if args.predict:  # formulas only, for a cluster that is not here (mpicomm.bench.predict)
+    if args.predict:  # formulas only, for a cluster that is not here (cli/predict.py)
         return run_predict(args)
     if unused:
         return usage_error(f"{', '.join(unused)}: cannot take effect in a measuring "

@@ -17,11 +17,10 @@ from mpi_harness import ROOT
 
 from mpicomm.bench.predict import (
     Variant,
-    _parse_link,
     busbw_factor,
     default_variants,
+    parse_link_text,
     predict_rows,
-    run_predict,
     summary,
 )
 from mpicomm.bench.profiles import (
@@ -29,6 +28,7 @@ from mpicomm.bench.profiles import (
     measured_params,
     profile,
 )
+from mpicomm.cli.predict import run_predict
 from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.cluster import Cluster, Link
 from mpicomm.costmodel.cluster_formulas import hierarchical_pipelined_time
@@ -54,7 +54,7 @@ def rows_by(source, ranks, sizes, variants=None, **kw):
     ("1s,7B/s", 1.0, 7.0),
 ])
 def test_parse_link(text, alpha, rate):
-    level = _parse_link(text)
+    level = parse_link_text(text)
     assert level.alpha_s == pytest.approx(alpha) and level.bytes_per_s == pytest.approx(rate)
 
 
@@ -62,7 +62,7 @@ def test_parse_link(text, alpha, rate):
                                   "5us,1GB/s,3", "", "us,1GB/s", "5us,1.2.3GB/s"])
 def test_bad_link_is_a_clear_error(text):
     with pytest.raises(ConfigError, match="link"):
-        _parse_link(text)
+        parse_link_text(text)
 
 
 def test_against_hand_computed_formulas():
