@@ -36,7 +36,7 @@ from mpicomm.core.helptext import DefaultsFormatter
 __all__ = ["field_help", "add_flags", "check_types", "flag_name", "base_type", "GIVEN",
            "given_dests", "is_given", "add_cluster_flags", "CLUSTER_FLAGS"]
 
-GIVEN = "_given"  # attribute of parsed flags (and of a config built from them): the dests set
+GIVEN = "_given"  # attribute of parsed flags: the dests set (the checks take it as given=)
 
 
 def flag_name(name: str) -> str:
@@ -180,8 +180,8 @@ def _suppress_defaults(p: argparse.ArgumentParser) -> None:
 
 def is_given(flags: Any, name: str, differs: bool) -> bool:
     """True when flag ``name`` takes a value this run asked for: ``differs`` (its value is
-    not the default) or the command line set it (``GIVEN``, from ``given_dests``; a config
-    built in Python has none, and its values alone tell)."""
+    not the default) or the command line set it (parsed ``flags``' ``GIVEN``, from
+    ``given_dests``; anything else has none, and its values alone tell)."""
     return differs or name in getattr(flags, GIVEN, ())
 
 
