@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.options import ReducerOptions
 from mpicomm.engine import PSEngine, ps_codec
 from mpicomm.nn import MLP, num_params
 from mpicomm.ps import PSGroup, PSServer, layout
@@ -62,8 +61,7 @@ def make_ps_group(cfg: TrainConfig, comm: Any) -> PSGroup:
     """The parameter-server group of ``--ps-mode``, made with the run's links and codec."""
     check_ps_flags(cfg, comm.Get_size(), single_run=False)
     codec = ps_codec(cfg.compress)
-    opts = ReducerOptions(ranks_per_node=cfg.ranks_per_node, inter_link=cfg.inter_link,
-                          intra_link=cfg.intra_link)  # MPICOMM_*_LINK as for a reducer
+    opts = cfg.reducer  # parsed once, MPICOMM_*_LINK read as for a reducer
     return PSGroup(comm, servers=cfg.servers, num_params=num_params(cfg.layers),
                    label=f"ps:{cfg.ps_mode}", ranks_per_node=opts.ranks_per_node,
                    inter_link=opts.inter_link, intra_link=opts.intra_link, codec=codec,
