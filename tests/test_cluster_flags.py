@@ -33,7 +33,8 @@ def _run_args(*flags: str, ranks: int = 8):
     job of ``ranks`` ranks (no MPI started here)."""
     import importlib
 
-    from mpicomm.core.flags import GIVEN, given_dests
+    from mpicomm.cli.flags import given_dests
+    from mpicomm.core.flags import GIVEN
 
     main = importlib.import_module("mpicomm.cli.main")
 

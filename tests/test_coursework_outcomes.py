@@ -28,9 +28,10 @@ ONE = {"channels": 1}  # the pages' `--channels 1`: the ring through one NIC (de
 def predicted(cmd: str, tmp_path: Path) -> list[dict]:
     """The rows a page's ``model --predict`` command computes, in this process (its own
     argv through the real parser, ``--json`` into ``tmp_path``)."""
+    from mpicomm.cli.flags import given_dests
     from mpicomm.cli.main import build_parser
     from mpicomm.cli.predict import run_predict
-    from mpicomm.core.flags import GIVEN, given_dests
+    from mpicomm.core.flags import GIVEN
 
     argv = [*shlex.split(cmd.split("python -m mpicomm ", 1)[1]), "--json", str(tmp_path / "p.json")]
     parser = build_parser()

@@ -11,8 +11,8 @@ import sys
 import pytest
 from mpi_harness import ROOT
 
+from mpicomm.cli.helptext import EXAMPLES, GROUPS
 from mpicomm.cli.main import COMMANDS, build_parser
-from mpicomm.core.helptext import EXAMPLES, GROUPS
 
 BIG = ("compare", "train", "bench", "model")
 
@@ -73,4 +73,4 @@ def test_every_example_parses_and_every_flag_has_a_group():
             assert parser.parse_args(argv).command == command, ex
     named = {d for _, dests in GROUPS.values() for d in dests}
     loose = {(c, a.dest) for c in BIG for a in options(c) if a.dest not in named}
-    assert not loose, f"flags with no group in mpicomm/core/helptext.py GROUPS: {loose}"
+    assert not loose, f"flags with no group in mpicomm/cli/helptext.py GROUPS: {loose}"

@@ -21,10 +21,10 @@ from mpicomm._mpi_init import THREAD_LEVELS
 from mpicomm.analysis.crossover import crossover_lines
 from mpicomm.bench import harness as H
 from mpicomm.bench.harness import DTYPES, size_list
+from mpicomm.cli.flags import add_cluster_flags, add_flags
+from mpicomm.cli.helptext import DefaultsFormatter
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import add_cluster_flags, add_flags
-from mpicomm.core.helptext import DefaultsFormatter
 from mpicomm.core.options import CUDA_AWARE_ON_CPU, ReducerFields, check_strategy_options
 from mpicomm.core.units import fmt_bytes, jsonable, parse_bytes
 from mpicomm.reducers import check_request, strategies
@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
               notes={"validate": "(off here: the bench checks results itself; the first call "
                                  "is still checked)",
                      "compress": "(lossy: result checks are off unless none)"})
-    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
+    add_cluster_flags(p)  # --profile (cli.flags: the one cluster-flag group)
     p.add_argument("--thread-level", choices=THREAD_LEVELS, default=None,
                    help="MPI thread level to request (read before MPI starts; default: "
                    "MPICOMM_THREAD_LEVEL, else mpi4py's multiple)")

@@ -35,8 +35,9 @@ from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.cli.config import add_train_flags, given, train_config
+from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core import clock, flops
-from mpicomm.core.flags import add_cluster_flags, is_given
+from mpicomm.core.flags import is_given
 from mpicomm.core.links import link_from_env
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
@@ -70,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true",
                    help="also print how the verdict is decided (the statistics)")
     add_train_flags(p, single_run=False)
-    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
+    add_cluster_flags(p)  # --profile (cli.flags: the one cluster-flag group)
 
 
 ONE_RANK = ("a comparison needs several ranks: run it as `mpiexec -n N python -m mpicomm "

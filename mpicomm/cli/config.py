@@ -15,6 +15,7 @@ import dataclasses
 import os
 from typing import Any
 
+from mpicomm.cli.flags import add_flags
 from mpicomm.core import flags
 from mpicomm.core.flags import GIVEN
 from mpicomm.train.config import SINGLE_RUN_ONLY, TrainConfig, TrainFields, check_data_flags
@@ -42,12 +43,12 @@ def add_train_flags(p: argparse.ArgumentParser, *, single_run: bool = True) -> N
     The reducer options' flags come from the same record (``ReducerFields``).
     ``single_run=False`` (compare) leaves out ``SINGLE_RUN_ONLY``.
     """
-    flags.add_flags(p, TrainFields, skip=() if single_run else SINGLE_RUN_ONLY,
+    add_flags(p, TrainFields, skip=() if single_run else SINGLE_RUN_ONLY,
                     defaults=flag_defaults())  # MPICOMM_DOCS_QUICK: the docs test's short runs
 
 
 def given(args: argparse.Namespace) -> frozenset[str]:
-    """The flags the command line set, whatever their value (``core.flags.given_dests``)."""
+    """The flags the command line set, whatever their value (``cli.flags.given_dests``)."""
     return frozenset(getattr(args, GIVEN, frozenset()))
 
 

@@ -26,7 +26,7 @@ USES_MPI = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks-per-node", type=int, default=None,
                    help="simulate nodes of K consecutive ranks (default: ask MPI)")
-    from mpicomm.core.helptext import DefaultsFormatter
+    from mpicomm.cli.helptext import DefaultsFormatter
 
     p.formatter_class = DefaultsFormatter
 

@@ -22,9 +22,10 @@ import traceback
 from types import ModuleType
 
 from mpicomm.cli import bench, compare, experiments, info, model, plot, train
+from mpicomm.cli.flags import given_dests
+from mpicomm.cli.helptext import organise
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import GIVEN, given_dests
-from mpicomm.core.helptext import organise
+from mpicomm.core.flags import GIVEN
 from mpicomm.core.outputs import check_outputs
 
 __all__ = ["main", "COMMANDS", "guarded"]

@@ -23,8 +23,9 @@ from mpicomm.bench.predict import (
     summary,
 )
 from mpicomm.bench.profiles import MEASURED, calibrate, measured_params
+from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import add_cluster_flags, is_given
+from mpicomm.core.flags import is_given
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.formulas import ModelParams
 from mpicomm.costmodel.profiles import build_cluster

@@ -17,7 +17,7 @@ import argparse
 from mpicomm.analysis.reading import legend
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.cli.config import add_train_flags, given, train_config
-from mpicomm.core.flags import add_cluster_flags
+from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core.topology import Topology
 from mpicomm.train import loop, metrics
 from mpicomm.train.checks import check
@@ -32,7 +32,7 @@ USES_MPI = True
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """One flag per ``TrainConfig`` field (reducer options included)."""
     add_train_flags(p)
-    add_cluster_flags(p)  # --profile (core.flags: the one cluster-flag group)
+    add_cluster_flags(p)  # --profile (cli.flags: the one cluster-flag group)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -89,7 +89,7 @@ class ReducerFields:
 
     ``ReducerOptions`` adds their checks; ``train.config.TrainConfig`` inherits them,
     so a training run holds the reducer options; train, compare and bench generate
-    their flags from these lines (``core.flags.add_flags``).
+    their flags from these lines (``cli.flags.add_flags``).
     """
 
     ranks_per_node: int | None = None   # hierarchical: simulated node size K (default: ask

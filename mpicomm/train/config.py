@@ -5,7 +5,7 @@ The config HOLDS the reducer options: it inherits their fields from
 ``reducer`` is the checked, parsed ``ReducerOptions`` of the run (links parsed
 into ``LinkSpec``, ``compress`` normalised), passed down to ``make_reducer``.
 
-Each field is one line: ``name: type = default  # help``; ``core.flags.add_flags``
+Each field is one line: ``name: type = default  # help``; ``cli.flags.add_flags``
 reads the type and default from the dataclass and the help from the trailing
 comment (continued on comment-only lines below it), so a new flag is one new field:
 
@@ -303,7 +303,7 @@ def _check_trace_window_in_run(cfg: TrainConfig) -> None:
 def check_data_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
     """The sizes of the synthetic task and the held-out fraction of a data set apply to one
     source each: a flag for the other is refused, never ignored. ``given``: the flags the
-    command line set (``core.flags.given_dests``), so one typed at its default counts too; a
+    command line set (``cli.flags.given_dests``), so one typed at its default counts too; a
     config built in Python has none, and its values alone tell (checked on creation)."""
     bad = _refuse
     field = TrainConfig.__dataclass_fields__

@@ -312,8 +312,9 @@ def test_ranks_started_with_different_flags_are_refused_not_left_waiting():
 
 def _given(*argv: str):
     """The parsed flags of ``python -m mpicomm ARGV``, with what the command line set."""
+    from mpicomm.cli.flags import given_dests
     from mpicomm.cli.main import build_parser
-    from mpicomm.core.flags import GIVEN, given_dests
+    from mpicomm.core.flags import GIVEN
 
     parser = build_parser()
     args = parser.parse_args(list(argv))

@@ -8,7 +8,7 @@
   lines, then the command's ``EXAMPLES``; ``--help-all`` prints every option with its whole
   help, grouped alike. So ``compare --help`` fits a terminal (80 lines) and nothing is hidden.
 
-A flag added anywhere (``core.flags.add_flags``, a command's own ``add_argument``) lands in
+A flag added anywhere (``cli.flags.add_flags``, a command's own ``add_argument``) lands in
 its group by ``dest`` here; one not listed falls under ``run`` (tests/test_help.py lists the
 flags of train, compare, bench and model that no group names, so a new flag gets its group).
 """
