@@ -9,7 +9,7 @@
   help, grouped alike. So ``compare --help`` fits a terminal (80 lines) and nothing is hidden.
 
 A flag added anywhere (``cli.flags.add_flags``, a command's own ``add_argument``) lands in
-its group by ``dest`` here; one not listed falls under ``run`` (tests/test_help.py lists the
+its group by ``dest`` here; one not listed falls under ``run`` (tests/cli/test_help.py lists the
 flags of train, compare, bench and model that no group names, so a new flag gets its group).
 """
 
@@ -62,7 +62,7 @@ PRIMARY = frozenset({
     "help_all",
 })
 
-# command -> its examples, from an activated venv (tests/test_help.py parses each)
+# command -> its examples, from an activated venv (tests/cli/test_help.py parses each)
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "compare": (
         "mpiexec -n 4 python -m mpicomm compare",
