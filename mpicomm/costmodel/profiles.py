@@ -218,10 +218,10 @@ TREE_CORRECTION = {
 
 
 # the accelerator each named cluster brings (``Cluster.device``; costmodel/device.py's
-# datasheets, the GPUs of S1, S7, S13): B200 and the PCIe clusters' GPUs have no device
-# profile yet (None: ``--accelerator`` or the default device)
-DEVICE_OF = {"dgx-h100-ib400": "h100", "dgx-h100-ib200": "h100", "dgx-b200-ib400": None,
-             "gb200-nvl72": None, "dgx-a100-ib200": "a100", "gcp-a3-mega": "h100",
+# datasheets, the GPUs of S1, S6, S7, S9, S13): the PCIe clusters' GPUs are unnamed (None:
+# ``--accelerator`` or the default device)
+DEVICE_OF = {"dgx-h100-ib400": "h100", "dgx-h100-ib200": "h100", "dgx-b200-ib400": "b200",
+             "gb200-nvl72": "gb200", "dgx-a100-ib200": "a100", "gcp-a3-mega": "h100",
              "aws-p5-efa": "h100", "summit-v100-edr": "v100", "ethernet-400g": "h100",
              "ethernet-100g": None, "ethernet-25g": None}
 CLUSTERS = {name: replace(c, device=device(DEVICE_OF[name]) if DEVICE_OF[name] else None)
