@@ -366,9 +366,22 @@ def _clock_line(cfg) -> str:
             "(docs/virtual_clock.md)")
 
 
+def _modelled_flat_link(flags, ranks: int) -> tuple[float, float] | None:
+    """Under the virtual clock, (α, β) of the modelled link a flat ring crosses (the inter-node
+    class when the cluster has several nodes): what the reading quotes, as its model column
+    uses it. None under the wall clock (the reading quotes this host's measured links)."""
+    if clock.virtual() is None:
+        return None
+    from mpicomm.costmodel.profiles import cluster_of
+
+    cluster = cluster_of(flags, ranks)
+    return cluster.link("inter" if ranks > cluster.ranks_per_node else "intra")
+
+
 def _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing) -> None:
     """Rank 0: the table, the verdict and reading, the legend, and --json."""
-    lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed)
+    lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed,
+                           link=_modelled_flat_link(args, records[0]["ranks"]))
     if sharing:  # the scheduler decided these timings: no "beats", one line says why
         lines = [ln for ln in lines if not ln.startswith(("verdict:", "noise floor:"))]
         lines.insert(0, sharing)
