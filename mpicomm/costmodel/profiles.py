@@ -65,7 +65,10 @@ S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table i
     formula with NCCL's Simple constants (S11: base 8.4 us, NVLink hop 4.0 us; the only
     protocol A3 Mega runs, S14); 8 GiB at algbw 180.71 GB/s on 8x25 GB/s -> efficiency
     0.90. Calibration rows. (Until 2026-12-03 the 8 B row was read through the LL tree,
-    6.6 and 0.6 us, giving 60.4 us: A3 Mega does not run LL, S14.)
+    6.6 and 0.6 us, giving 60.4 us: A3 Mega does not run LL, S14.) The generic Ethernet
+    profiles (ethernet-100g, -25g) run all of NCCL's protocols, so at 8 B their NCCL picks
+    LL: for them the same row is read through the LL tree, (135.8 - 6.6 - 2*7*0.6)/2 =
+    60.4 us per inter step, the α with which a profile that runs LL reproduces the row.
 S14 Google's nccl-tests recipe for A3 Mega (github.com/AI-Hypercomputer/gpu-recipes,
     src/helm-charts/a3mega/nccl-tests/run_test.sh, commit d9e8da3): ``NCCL_ALGO="Ring,Tree"``,
     ``NCCL_PROTO=Simple``, ``NCCL_NVLS_ENABLE="0"`` (the same in GCP's TCPXO environment
@@ -110,7 +113,8 @@ NVLS_EFF_BLACKWELL = NVLS_EFF * 0.74 / 0.85  # S3 x S15 (NCCL's Blackwell/Hopper
 IB_EFF = 47 / 50  # S4
 ETH_EFF = 0.90  # S8 (calibration)
 _CALL, _NVL_STEP, _IB_STEP, _NVLS_LAT = 6.6e-6, 0.6e-6, 2.7e-6, 25e-6  # S5
-_ETH_STEP = 35.7e-6  # S8 (calibration, S11 Simple constants)
+_ETH_STEP = 60.4e-6  # S8 (calibration) read through the LL tree: profiles that run LL
+_TCPXO_STEP = 35.7e-6  # S8 (calibration) read through the Simple tree: A3 Mega (S14)
 _EFA_PLUGIN = 75e-6  # S10: the network plugin's declared latency
 _EFA_STEP = _IB_STEP + _EFA_PLUGIN  # S5 + S10
 SUMMIT_EDR_EFF = 23 / 25  # S13: 23 GB/s node injection over 2x EDR 12.5 GB/s
@@ -133,9 +137,9 @@ def _ib(gbps: float, src: str) -> Link:
                                                    "efficiency S4; alpha S5")
 
 
-def _eth(gbps: float, src: str) -> Link:
-    return Link(_ETH_STEP, gbps * _GB / 8, ETH_EFF, f"{gbps:g} GbE per NIC ({src}); "
-                                                    "efficiency and alpha S8 (calibration)")
+def _eth(gbps: float, src: str, step: float = _ETH_STEP) -> Link:
+    return Link(step, gbps * _GB / 8, ETH_EFF, f"{gbps:g} GbE per NIC ({src}); "
+                                               "efficiency and alpha S8 (calibration)")
 
 
 _H100 = dict(ranks_per_node=8, intra=_nvlink(450 * _GB, "S1"), gamma_s_per_byte=1 / (1000 * _GB),
@@ -155,7 +159,7 @@ CLUSTERS: dict[str, Cluster] = {c.name: c for c in (
             "between racks", _CALL, in_network=_nvls_blackwell("S9")),
     Cluster("dgx-a100-ib200", 8, _nvlink(300 * _GB, "S7"), _ib(200, "S7"), 3 / (2000 * _GB), 8,
             "DGX A100: 8 A100 on NVLink 3, 8x HDR 200 Gb/s (S7); no NVLink SHARP", _CALL),
-    Cluster("gcp-a3-mega", inter=_eth(200, "S8"), nics_per_node=8,
+    Cluster("gcp-a3-mega", inter=_eth(200, "S8, S14", _TCPXO_STEP), nics_per_node=8,
             source="GCP A3 Mega: 8 H100 (S1), 8x 200 Gb/s GPUDirect-TCPXO Ethernet (S8); "
             "NCCL ring and tree, Simple, no NVLink SHARP (S14)",
             **{**_H100, "in_network": None}),
