@@ -425,3 +425,77 @@ def test_exercise_14_low_memory_bandwidth_makes_a_faster_link_useless(tmp_path):
     assert gain("h200") > 1.5, gain("h200")
     for link in ("slow", "fast"):
         assert "compute-bound" in runs[f"k80_{link}.json"]["bound_line"]
+
+
+# ------------------------------------------------------------------ exercises 2, 6 and 7
+def _with(cmd: str, extra: str) -> str:
+    """A page's command with flags appended (a later flag overrides the page's: smaller sizes,
+    fewer steps, a --json to read; the line's comment dropped); otherwise as written."""
+    return f"{cmd.split(' # ', 1)[0].rstrip()} {extra}"
+
+
+@pytest.mark.slow
+def test_exercise_2_one_server_against_the_ring_in_compare(tmp_path):
+    """The page read comm 32.6% against 14.5% and 'ring beats ps: 1.27x' (CPU time, one run);
+    under the device model: compute 0.10 ms a step, 3n against 1.5n bytes, comm 0.97 against
+    0.26 ms, 'ring beats ps: 2.86x (exact)', the reading quoting the charged link (1 us)."""
+    train_cmd, _predict, compare_cmd = exercise_commands(2)
+    train = run_for_json(_with(train_cmd, "--steps 20 --log-every 0 --json t.json"), tmp_path)
+    assert train["compute_s"] == pytest.approx(0.10e-3, rel=0.05), train["compute_s"]
+    out = run_command(_with(compare_cmd, "--json c.json"), tmp_path)
+    doc = json.loads((tmp_path / "c.json").read_text())
+    by = {r["strategy"]: r for r in doc["results"]}
+    n = 1_597_480
+    assert by["ps"]["bytes_per_step"] == pytest.approx(3 * n, rel=1e-3)
+    assert by["ring"]["bytes_per_step"] == pytest.approx(1.5 * n, rel=1e-3)
+    assert by["ps"]["compute_s"] == pytest.approx(train["compute_s"], rel=1e-6)  # 64 rows each
+    assert by["ps"]["comm_s"] == pytest.approx(0.97e-3, rel=0.02), by["ps"]["comm_s"]
+    assert by["ring"]["comm_s"] == pytest.approx(0.26e-3, rel=0.02), by["ring"]["comm_s"]
+    assert by["ps"]["comm_share"] > by["ring"]["comm_share"]
+    assert "ring beats ps: 2.86x (exact)" in out, out
+    assert "(α = 1.0 µs, 1/β(n/p) = 10.00 GB/s)" in out, out  # the cluster the clock charged
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_exercise_6_one_server_against_many(tmp_path, attempt):
+    """The page's model commands at 1 and 4 MiB: one server about 4x the ring (3.5-4x), S = p
+    on the ring's time within 3%, the prediction within 0.95-1.1 of every point (it used this
+    host's measured additions and read 0.20-1.02)."""
+    one, four = (run_for_json(_with(c, f"-e 4M --json s{k}.json"), tmp_path) and
+                 json.loads((tmp_path / f"s{k}.json").read_text())
+                 for k, c in enumerate(exercise_commands(6)))
+    assert one["clock"] == four["clock"] == "virtual"
+    t = {(S, r["strategy"], r["bytes"]): r for S, doc in ((1, one), (4, four))
+         for r in doc["results"]}
+    for n in (1 << 20, 4 << 20):
+        ring, ps1, ps4 = t[(1, "ring", n)], t[(1, "ps", n)], t[(4, "ps", n)]
+        assert 3.5 <= ps1["time_us"] / ring["time_us"] <= 4.0, (n, ps1, ring)
+        assert ps4["time_us"] == pytest.approx(t[(4, "ring", n)]["time_us"], rel=0.03)
+        assert t[(4, "ring", n)]["time_us"] == ring["time_us"]  # the same model, both runs
+    assert t[(1, "ps", 1 << 20)]["time_us"] == pytest.approx(643, rel=0.01)
+    assert t[(1, "ring", 1 << 20)]["time_us"] == pytest.approx(173, rel=0.01)
+    for r in t.values():
+        assert 0.95 <= r["measured_over_predicted"] <= 1.1, r
+
+
+@pytest.mark.slow
+def test_exercise_7_commands_write_the_model_against_this_host(tmp_path):
+    """Wall clock, this host's links: the commands (1 and 2 MiB) give every row a prediction
+    and a measurement and write the figure; the page's count (13 of the 15 points from 1 to
+    16 MiB inside ±25%; it said 13 of 20) is the shipped run's."""
+    model_cmd, plot_cmd = exercise_commands(7)
+    model_cmd = model_cmd.replace("/tmp/model.json", "model.json")
+    run_command(_with(model_cmd, "-e 2M -f 2"), tmp_path)
+    rows = json.loads((tmp_path / "model.json").read_text())["results"]
+    assert {r["bytes"] for r in rows} == {1 << 20, 2 << 20}
+    formula = [r for r in rows if r["strategy"] != "tree"]  # the tree: no wall-clock formula
+    assert formula and all(r["predicted_us"] > 0 and r["time_us"] > 0 for r in formula)
+    run_command(plot_cmd.replace("/tmp/model.json", "model.json").replace("/tmp/figs", "figs"),
+                tmp_path)
+    assert (tmp_path / "figs" / "model_model.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shipped = json.loads((PAGE.parents[1] / "experiments" / "results" /
+                          "model_2ranks.json").read_text())["results"]
+    band = [r for r in shipped if (1 << 20) <= r["bytes"] <= (16 << 20)]
+    inside = [r for r in band if 0.75 <= r["measured_over_predicted"] <= 1.25]
+    assert (len(inside), len(band)) == (13, 15)
