@@ -412,9 +412,9 @@ def test_the_same_virtual_compare_twice_gives_the_same_step_times(tmp_path):
     every message's time, every queue and every order of arrival is virtual.
 
     With ``--accelerator host`` at the default scale the compute is the host's CPU time (least
-    per segment), which a busy host inflates: two such runs at once were 0.1-0.8% apart here, 5% apart on CI's busy host
-    (ring 5.12 and 4.86 ms). That figure is a measurement, in docs/virtual_clock.md with its
-    command, not a test: a timed assertion would test the host."""
+    per segment), which a busy host inflates: two such runs at once were 0.1-0.8% apart here,
+    5% apart on CI's busy host (ring 5.12 and 4.86 ms). That figure is a measurement, in
+    docs/virtual_clock.md with its command, not a test: a timed assertion would test the host."""
     def one(k: int) -> dict:
         out = tmp_path / f"c{k}.json"
         res = run_mpi(4, [*COMPARE, "--compute-scale", "1e-6", "--json", str(out)], timeout=600)
