@@ -317,6 +317,6 @@ def gap_note(ratios: list[float], virtual: bool) -> str:
         return ""
     return (f" Measured runs {ratios[0]:.1f}-{ratios[-1]:.1f}x the model: time in allreduce "
             "also holds waiting for the slowest rank's compute" + (
-                " (in virtual time no rank waits for a core: each is charged its own CPU time); "
+                " (in virtual time no rank waits for a core: each is charged its own compute); "
                 "α-β does not see it." if virtual else
                 " and, with more ranks than cores, for a core; α-β sees neither."))
