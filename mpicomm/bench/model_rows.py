@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mpicomm.core import clock
+from mpicomm.core import clock, flops
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time
 from mpicomm.costmodel.formulas import ModelParams, predict
@@ -18,21 +18,23 @@ from mpicomm.costmodel.formulas import ModelParams, predict
 __all__ = ["predicted", "add_predictions"]
 
 
-def predicted(strategy: str, p: int, n: int, params: ModelParams, options: dict,
+def predicted(strategy: str, p: int, n: int, params: ModelParams | None, options: dict,
               charged: Cluster | None = None) -> float | None:
     """The model's seconds for one call of the run: under the virtual clock the cost model
-    on ``charged``, the cluster the clock charges (``cluster_time``, the one predictor), γ as
-    measured here x ``--compute-scale`` (the clock charges an add as CPU time); under the
+    on ``charged``, the cluster the clock charges (``cluster_time``, the one predictor), with
+    the γ the clock charges an add: the modelled device's (``flops.gamma``), or under
+    ``--accelerator host`` γ as measured here x ``--compute-scale`` (CPU time); under the
     wall clock the α-β-γ formulas on this host's measured links (``formulas.predict``)."""
     if charged is not None:
         vc = clock.virtual()
-        gamma = params.gamma_at(n / p) * (1.0 if vc is None else vc.scale)
+        gamma = flops.gamma() if flops.active() else \
+            params.gamma_at(n / p) * (1.0 if vc is None else vc.scale)
         cluster = dataclasses.replace(charged, gamma_s_per_byte=max(gamma, 1e-300))
         return cluster_time(strategy, p, n, cluster, options)
     return predict(strategy, p, n, params, options, options["crossover_bytes"])
 
 
-def add_predictions(rows: list[dict], p: int, params: ModelParams, options: dict,
+def add_predictions(rows: list[dict], p: int, params: ModelParams | None, options: dict,
                     charged: Cluster | None) -> None:
     """Set each row's ``predicted_us`` and ``measured_over_predicted`` (None where unknown)."""
     for row in rows:
