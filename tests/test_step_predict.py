@@ -14,37 +14,69 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.step import Compute, rate_compute, step_time
 from mpicomm.workloads import workload
 
-# three layers: forward 1, 2, 3 s; backward 2, 4, 6 s; update 0.5 s
-COMPUTE = Compute((1.0, 2.0, 3.0), (2.0, 4.0, 6.0), 0.5, "hand")
+# three layers: forward 1, 2, 3 s; backward 2, 4, 6 s; the three buckets' updates 0.1, 0.2,
+# 0.5 s (in the order they are sent)
+COMPUTE = Compute((1.0, 2.0, 3.0), (2.0, 4.0, 6.0), (0.1, 0.2, 0.5), "hand")
 
 
 def test_overlapped_timeline_by_hand():
     # forward ends at 6; backward: layer 2 final at 12, layer 1 at 16, layer 0 at 18
     buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]  # comm: 1 s per 10 bytes
     step = step_time(COMPUTE, buckets, lambda n: n / 10, overlap=True)
-    # bucket 0: 12 -> 13; bucket 1: 16 -> 18; bucket 2: 18 -> 21; then the update
+    # comm thread: bucket 0 12 -> 13, bucket 1 16 -> 18, bucket 2 18 -> 21; training thread
+    # after backward (18): update 0 -> 18.1, update 1 -> 18.3, wait for 21, update 2 -> 21.5
     assert step.step_s == pytest.approx(21.5)
-    assert step.exposed_s == pytest.approx(3.0) and step.comm_s == pytest.approx(6.0)
+    assert step.exposed_s == pytest.approx(21.5 - 18 - 0.8) and step.comm_s == pytest.approx(6)
     slow = step_time(COMPUTE, buckets, lambda n: n, overlap=True)  # 10, 20, 30 s
     # 12 -> 22 -> 42 -> 72: the queue, not backward, decides
     assert slow.step_s == pytest.approx(72.5)
+    fast = step_time(COMPUTE, buckets, lambda n: n / 100, overlap=True)  # 0.1, 0.2, 0.3 s
+    # ends 12.1, 16.2, 18.3: updates 0 and 1 (18 -> 18.3) hide the last bucket's wait
+    assert fast.step_s == pytest.approx(18.8) and fast.exposed_s == pytest.approx(0.0)
 
 
 def test_without_overlap_or_with_one_bucket_everything_is_exposed():
     buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]
     step = step_time(COMPUTE, buckets, lambda n: n / 10, overlap=False)
-    assert step.step_s == pytest.approx(18 + 6 + 0.5)
-    one = step_time(COMPUTE, [(60.0, 0)], lambda n: n / 10, overlap=True)
+    assert step.step_s == pytest.approx(18 + 6 + 0.8)
+    one = step_time(Compute(COMPUTE.fwd_s, COMPUTE.bwd_s, (0.5,), "hand"), [(60.0, 0)],
+                    lambda n: n / 10, overlap=True)
     assert one.step_s == pytest.approx(18 + 6 + 0.5) and one.buckets == 1
 
 
 def test_throughput_and_efficiency():
     buckets = [(10.0, 2), (20.0, 1), (30.0, 0)]
     alone = step_time(COMPUTE, buckets, lambda n: 0.0)
-    assert alone.step_s == pytest.approx(18.5)
+    assert alone.step_s == pytest.approx(18.8)
     step = step_time(COMPUTE, buckets, lambda n: n / 10)
     assert step.samples_per_s(32, 8) == pytest.approx(8 * 32 / 21.5)
-    assert step.scaling_efficiency(alone) == pytest.approx(18.5 / 21.5)
+    assert step.scaling_efficiency(alone) == pytest.approx(18.8 / 21.5)
+
+
+def test_the_update_is_the_loops_sgd():
+    """The predictor charges each bucket the kernels ``train.sgd.SGD`` runs on it."""
+    import numpy as np
+
+    from mpicomm.core import flops
+    from mpicomm.costmodel.device import device
+    from mpicomm.costmodel.step import device_compute
+    from mpicomm.train.sgd import SGD
+
+    seen = []
+    real, flops.charge = flops.charge, lambda *a: seen.append(a)
+    try:
+        n, buckets = 1000, [type("B", (), {"lo": 0, "hi": 600}), type("B", (), {"lo": 600,
+                                                                               "hi": 1000})]
+        a = [np.zeros(n, dtype=np.float32) for _ in range(3)]
+        sgd = SGD(np, *a, buckets, 0.9, 1e-4)
+        sgd.update(0, 0.1)
+        sgd.update(1, 0.1)
+    finally:
+        flops.charge = real
+    h100 = device("h100")
+    want = [h100.seconds(f, v * 4, k) for f, v, k in seen]
+    got = device_compute(workload("mlp"), 1, h100, "fp32", [600, 400]).update_s
+    assert got == pytest.approx(want) and len(seen) == 2
 
 
 def test_measured_rate_is_shared_by_flops_and_adds_up():

@@ -82,7 +82,8 @@ def check_args(args: argparse.Namespace) -> Workload:
     return w
 
 
-def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: int) -> Compute:
+def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster,
+             bucket_sizes: list[int]) -> Compute:
     if args.single_rate is not None:
         return rate_compute(w, args.batch_size, args.single_rate)
     from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
@@ -94,7 +95,7 @@ def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: i
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
     precision = getattr(args, "precision", None) or "fp32"
-    return device_compute(w, args.batch_size, dev, precision, buckets=buckets)
+    return device_compute(w, args.batch_size, dev, precision, bucket_sizes)
 
 
 def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
@@ -130,7 +131,7 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
     plan = plan_buckets(w.flat_tensors(), itemsize, args.bucket_mb * 2**20)
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
-    compute = _compute(w, args, cluster, len(buckets))
+    compute = _compute(w, args, cluster, [b.size for b in plan])
     one = step_time(compute, buckets, lambda nbytes: 0.0, not args.no_overlap)
     rows = []
     for p in ranks:

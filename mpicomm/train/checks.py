@@ -11,7 +11,8 @@ every rank, raising ``ConfigError`` with one line:
 2. the strategy's options (``core.options.check_strategy_options``; ``single_run``);
 3. the parameter server (``ps_setup.check_ps_flags``);
 4. ZeRO (``zero_setup.check_zero_flags``);
-5. pipeline and tensor parallelism (``parallel_setup.check_parallel_flags``).
+5. pipeline and tensor parallelism (``parallel_setup.check_parallel_flags``);
+6. a real model's workload, ``--model`` (``workload_setup.check_model_flags``).
 
 ``single_run`` False: a run of ``compare`` (its engine flags are shared by every run
 compared, and its strategies are checked as one list), where only what the run cannot
@@ -20,7 +21,7 @@ take at all is refused.
 
 from __future__ import annotations
 
-from mpicomm.train import parallel_setup, ps_setup, zero_setup
+from mpicomm.train import parallel_setup, ps_setup, workload_setup, zero_setup
 from mpicomm.train.config import TrainConfig, check_strategy_options, check_world
 
 __all__ = ["check"]
@@ -28,6 +29,7 @@ __all__ = ["check"]
 
 def check(cfg: TrainConfig, ranks: int, *, single_run: bool = True) -> None:
     """Raise ``ConfigError`` for a flag of ``cfg`` that cannot take effect on ``ranks`` ranks."""
+    workload_setup.check_model_flags(cfg)                                       # 6.
     check_world(cfg, ranks)                                                     # 1.
     if single_run:
         check_strategy_options(cfg, [cfg.strategy], "--strategy")              # 2.
