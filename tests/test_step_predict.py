@@ -53,8 +53,10 @@ def test_throughput_and_efficiency():
     assert step.scaling_efficiency(alone) == pytest.approx(18.8 / 21.5)
 
 
-def test_the_update_is_the_loops_sgd():
+def test_the_update_is_the_loops_sgd(monkeypatch):
     """The predictor charges each bucket the kernels ``train.sgd.SGD`` runs on it."""
+    from types import SimpleNamespace
+
     import numpy as np
 
     from mpicomm.core import flops
@@ -63,16 +65,11 @@ def test_the_update_is_the_loops_sgd():
     from mpicomm.train.sgd import SGD
 
     seen = []
-    real, flops.charge = flops.charge, lambda *a: seen.append(a)
-    try:
-        n, buckets = 1000, [type("B", (), {"lo": 0, "hi": 600}), type("B", (), {"lo": 600,
-                                                                               "hi": 1000})]
-        a = [np.zeros(n, dtype=np.float32) for _ in range(3)]
-        sgd = SGD(np, *a, buckets, 0.9, 1e-4)
-        sgd.update(0, 0.1)
-        sgd.update(1, 0.1)
-    finally:
-        flops.charge = real
+    monkeypatch.setattr(flops, "charge", lambda *a: seen.append(a))
+    buckets = [SimpleNamespace(lo=0, hi=600), SimpleNamespace(lo=600, hi=1000)]
+    sgd = SGD(np, *[np.zeros(1000, dtype=np.float32) for _ in range(3)], buckets, 0.9, 1e-4)
+    sgd.update(0, 0.1)
+    sgd.update(1, 0.1)
     h100 = device("h100")
     want = [h100.seconds(f, v * 4, k) for f, v, k in seen]
     got = device_compute(workload("mlp"), 1, h100, "fp32", [600, 400]).update_s
@@ -146,6 +143,8 @@ def test_bad_input_exits_2_with_one_line(args, words):
     (("--model", "resnet50", "--single-rate", "10", "-b", "1M"), "-b (not with --model)"),
     (("--single-rate", "10",), "with --model only"),
     (("--model", "resnet50", "--batch-size", "0", "--single-rate", "1"), "--batch-size"),
+    (("--model", "resnet50", "--single-rate", "100", "--accelerator", "a100"),
+     "--accelerator a100 cannot take effect with --single-rate 100"),
 ])
 def test_bad_input_is_refused_in_one_line(args, words):
     import argparse

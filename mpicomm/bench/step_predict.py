@@ -77,6 +77,10 @@ def check_args(args: argparse.Namespace) -> Workload:
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.single_rate is not None:
         rate_compute(w, 1, args.single_rate)  # refuses <= 0, nan, inf
+        if getattr(args, "accelerator", None) is not None:
+            raise ConfigError(f"--accelerator {args.accelerator} cannot take effect with "
+                              f"--single-rate {args.single_rate:g}: the measured rate is the "
+                              "compute; drop one of them")
     if not 0 <= args.bucket_mb < float("inf"):
         raise ConfigError(f"--bucket-mb must be >= 0, got {args.bucket_mb}")
     return w
