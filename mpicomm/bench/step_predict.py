@@ -39,7 +39,8 @@ from mpicomm.costmodel.step import (
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import MODEL_NAMES, Workload, check_model, workload
 
-__all__ = ["add_arguments", "step_rows", "run_step_predict", "STEP_ONLY", "DEFAULT_BUCKET_MB"]
+__all__ = ["add_arguments", "step_rows", "run_step_predict", "run_step_s", "STEP_ONLY",
+           "DEFAULT_BUCKET_MB"]
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
 STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
@@ -99,7 +100,8 @@ def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster,
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
     precision = getattr(args, "precision", None) or "fp32"
-    return device_compute(w, args.batch_size, dev, precision, bucket_sizes)
+    return device_compute(w, args.batch_size, dev, precision, bucket_sizes,
+                          getattr(args, "weight_decay", 1e-4) != 0)
 
 
 def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
@@ -131,8 +133,9 @@ def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: li
 def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
               args: argparse.Namespace) -> list[dict]:
     """One row per rank count and strategy: step time, samples/s, scaling efficiency."""
-    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]
-    plan = plan_buckets(w.flat_tensors(), itemsize, args.bucket_mb * 2**20)
+    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]  # a value on the wire
+    # train's gradients are float32 whatever --precision: its engine plans buckets on them
+    plan = plan_buckets(w.flat_tensors(), ITEMSIZE["fp32"], args.bucket_mb * 2**20)
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
     compute = _compute(w, args, cluster, [b.size for b in plan])
@@ -147,6 +150,30 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
             local, nodes = layout(p, cluster, v.options_at(p))
             rows.append(_row(v.label, p, nodes, local, w, args.batch_size, compute, step, one))
     return rows
+
+
+def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
+               accelerator: str) -> float | None:
+    """The predicted step of one ``train --model`` run of ``strategy`` on ``p`` ranks (``cfg``
+    its ``TrainConfig``, ``cluster`` the one its virtual clock charges, ``accelerator`` its
+    device): the row ``model --predict --model`` gives for the same flags. None where the
+    run is not what the predictor models: ZeRO, accumulation, --overlap-forward, a codec,
+    float64 buffers, --flop-rate, --compute-scale, stragglers or jitter."""
+    from mpicomm.bench.predict import Variant
+
+    if (cfg.model is None or cfg.strategy == "zero" or cfg.accumulate != 1
+            or cfg.overlap_forward or cfg.compress != "none" or cfg.dtype != "float32"
+            or cfg.flop_rate is not None or cfg.compute_scale != 1 or cfg.straggler
+            or cfg.jitter):
+        return None
+    args = argparse.Namespace(model=cfg.model, batch_size=cfg.batch_size, single_rate=None,
+                              bucket_mb=cfg.bucket_mb, no_overlap=not cfg.overlap,
+                              precision=cfg.precision, accelerator=accelerator,
+                              weight_decay=cfg.weight_decay, ps_placement="even",
+                              ps_servers_on="workers", ps_node_reduce=False)
+    rows = step_rows(workload(cfg.model), cluster, [p], [Variant(strategy, strategy, options)],
+                     args)
+    return rows[0]["step_ms"] / 1e3 if rows else None
 
 
 def _row(label: str, p: int, nodes: int, local: int, w: Workload, batch: int,

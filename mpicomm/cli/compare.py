@@ -34,6 +34,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
+from mpicomm.bench.step_predict import run_step_s
 from mpicomm.core import clock, flops
 from mpicomm.core.flags import add_cluster_flags, is_given
 from mpicomm.core.links import link_from_env
@@ -219,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
         # the real parameter server (ps:MODE) has no allreduce formula
         rec["predicted_comm_s"] = None if ":" in name else predicted_comm(
             name, rec, model, opts, args)
+        if cfg.model is not None and ":" not in name:  # --model: the whole step predicted
+            rec["predicted_step_s"] = run_step_s(run_cfgs[name], name, rec["ranks"],
+                                                 charged_cluster(name, rec, model, opts, args),
+                                                 opts, flops.describe()["name"])
     if rank0:
         _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
     return 0
@@ -236,17 +241,25 @@ def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | No
         return costmodel.predict(name, p, n, model, opts,
                                  rec.get("reducer", {}).get("crossover_bytes"))
     from mpicomm.costmodel.cluster_predict import cluster_time
+
+    n = n // np.dtype(getattr(flags, "dtype", "float32")).itemsize * flops.width()  # --precision
+    return cluster_time(name, p, n, charged_cluster(name, rec, model, opts, flags), opts)
+
+
+def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
+    """The cluster the virtual clock charged a run on (``cluster_of`` its flags), with γ the
+    modelled device's adds (``--accelerator host``: as measured here x ``--compute-scale``;
+    native's inside MPI) and the run's ranks per node."""
     from mpicomm.costmodel.profiles import cluster_of
 
+    p, n = rec["ranks"], rec["grad_bytes"]
     cluster = cluster_of(flags, p)
     gamma = flops.gamma()  # the device model's adds (None: --accelerator host, measured here)
     if gamma is None:  # host time: a strategy's adds as measured here; native's inside MPI
         gamma = cluster.gamma_s_per_byte if name == "native" else \
             model.gamma_at(n / p) * clock.virtual().scale
-    n = n // np.dtype(getattr(flags, "dtype", "float32")).itemsize * flops.width()  # --precision
-    cluster = dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
-                                  ranks_per_node=opts["ranks_per_node"] or p)
-    return cluster_time(name, p, n, cluster, opts)
+    return dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
+                               ranks_per_node=opts["ranks_per_node"] or p)
 
 
 def _run_layouts(args: argparse.Namespace) -> int:
@@ -296,6 +309,10 @@ def _layout_configs(args: argparse.Namespace, names: list[str],
     if size < 2:
         raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
     cfg = T.TrainConfig.from_args(argparse.Namespace(**vars(args), strategy="ring"))
+    if cfg.model is not None:  # the layouts split and size the MLP of --layers
+        raise T.ConfigError(f"--layouts cannot take effect with --model {cfg.model}: the "
+                            "layouts split the MLP of --layers; compare strategies on it with "
+                            "--strategies")
     layouts.check_layout_flags(cfg, names)
     cfgs = {name: layouts.layout_config(cfg, name, size) for name in names}
     for run_cfg in cfgs.values():  # every layout's refusals before the first one runs
@@ -366,6 +383,15 @@ def _clock_line(cfg) -> str:
             "(docs/virtual_clock.md)")
 
 
+def _step_line(cfg, records: list[dict], names: list[str]) -> str:
+    """--model: each strategy's virtual step beside the predictor's for the same flags."""
+    pairs = [f"{name} {1e3 * r['step_time_median_s']:.2f}/"
+             + (f"{1e3 * r['predicted_step_s']:.2f}" if r.get("predicted_step_s") else "-")
+             for name, r in zip(names, records, strict=True)]
+    return (f"{cfg.model}: step ms, this run/predicted (model --predict --model {cfg.model}, "
+            f"the same flags): {', '.join(pairs)}")
+
+
 def _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing) -> None:
     """Rank 0: the table, the verdict and reading, the legend, and --json."""
     lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed)
@@ -377,6 +403,8 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
     print(T.format_table(records, width=width))
     print()
     print(_clock_line(cfg))  # the reading's times are in this clock (records hold "clock")
+    if cfg.model is not None:
+        print(_step_line(cfg, records, names))
     for line in lines:
         print(line)
     print()
