@@ -25,6 +25,7 @@ import dataclasses
 import sys
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import is_given
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
 from mpicomm.costmodel.ps_placement import PLACEMENTS, ps_placed_time, server_loads
@@ -45,6 +46,7 @@ __all__ = ["add_arguments", "step_rows", "run_step_predict", "run_step_s", "STEP
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
 STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
              "ps_servers_on", "ps_node_reduce")
+GAMMA_DEFAULT = (None, "1000GB/s")  # --gamma-rate not given (bench.predict's default)
 NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
 
 
@@ -88,9 +90,12 @@ def check_args(args: argparse.Namespace) -> Workload:
 
 
 def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster,
-             bucket_sizes: list[int]) -> Compute:
+             bucket_sizes: list[int]) -> tuple[Compute, Cluster]:
+    """The step's compute, and the cluster whose reductions' adds are the device's (γ = 3
+    bytes moved a byte at its memory bandwidth, as the virtual clock charges them, unless
+    --gamma-rate gives one); a measured rate leaves the cluster's γ."""
     if args.single_rate is not None:
-        return rate_compute(w, args.batch_size, args.single_rate)
+        return rate_compute(w, args.batch_size, args.single_rate), cluster
     from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
 
     own = getattr(cluster, "device", None)  # a profile's own device (a Device or its name)
@@ -100,8 +105,10 @@ def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster,
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
     precision = getattr(args, "precision", None) or "fp32"
+    if not is_given(args, "gamma_rate", getattr(args, "gamma_rate", None) not in GAMMA_DEFAULT):
+        cluster = dataclasses.replace(cluster, gamma_s_per_byte=3.0 / dev.memory_bytes_per_s)
     return device_compute(w, args.batch_size, dev, precision, bucket_sizes,
-                          getattr(args, "weight_decay", 1e-4) != 0)
+                          getattr(args, "weight_decay", 1e-4) != 0), cluster
 
 
 def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
@@ -138,7 +145,7 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
     plan = plan_buckets(w.flat_tensors(), ITEMSIZE["fp32"], args.bucket_mb * 2**20)
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
-    compute = _compute(w, args, cluster, [b.size for b in plan])
+    compute, cluster = _compute(w, args, cluster, [b.size for b in plan])
     one = step_time(compute, buckets, lambda nbytes: 0.0, not args.no_overlap)
     rows = []
     for p in ranks:
