@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from types import SimpleNamespace
 
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given
@@ -166,8 +167,6 @@ def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
     device): the row ``model --predict --model`` gives for the same flags. None where the
     run is not what the predictor models: ZeRO, accumulation, --overlap-forward, a codec,
     float64 buffers, --flop-rate, --compute-scale, stragglers or jitter."""
-    from mpicomm.bench.predict import Variant
-
     if (cfg.model is None or cfg.strategy == "zero" or cfg.accumulate != 1
             or cfg.overlap_forward or cfg.compress != "none" or cfg.dtype != "float32"
             or cfg.flop_rate is not None or cfg.compute_scale != 1 or cfg.straggler
@@ -178,8 +177,9 @@ def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
                               precision=cfg.precision, accelerator=accelerator,
                               weight_decay=cfg.weight_decay, ps_placement="even",
                               ps_servers_on="workers", ps_node_reduce=False)
-    rows = step_rows(workload(cfg.model), cluster, [p], [Variant(strategy, strategy, options)],
-                     args)
+    variant = SimpleNamespace(label=strategy, strategy=strategy,
+                              options_at=lambda ranks: dict(options))  # as bench.predict.Variant
+    rows = step_rows(workload(cfg.model), cluster, [p], [variant], args)
     return rows[0]["step_ms"] / 1e3 if rows else None
 
 
