@@ -208,3 +208,17 @@ def test_a_ring_of_one_rank_a_node_crosses_no_intra_link():
     assert ring == pytest.approx(2 * (p - 1) * 5e-6 + 2 * (p - 1) / p * n / 12.5e9
                                  + (p - 1) / p * n * 1e-12)
     assert ring == pytest.approx(cluster_time("hierarchical", p, n, c))  # L = 1: the inter ring
+
+
+def test_a_servers_last_push_round_carries_only_what_is_left():
+    """mpicomm's ps pushes a shard in 1 MiB pieces and the last piece holds the rest: a
+    shard of 1.5 pieces takes one full round and a half one. The predictor charged two full
+    rounds: the 64-rank MLP step (1.6 MB, one server) 103.5 ms against the virtual clock's
+    89.8 (docs/validation_steps.md)."""
+    from mpicomm.costmodel.cluster_formulas import ps_interfaces_time
+
+    piece, beta = float(1 << 20), 1 / 1e9  # one link class: 1 GB/s, no latency, no adds
+    link = (0.0, beta)
+    p, n = 4, 1.5 * piece  # one node: the server (rank 0) takes 3 pushes, sends 3 pulls
+    t = ps_interfaces_time(p, n, p, link, link, 0.0, piece=piece)
+    assert t == pytest.approx(3 * piece * beta + 3 * 0.5 * piece * beta + 3 * n * beta)

@@ -214,9 +214,10 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
     ``waitall`` posts to one class share it. Colocated pushes travel in ⌈(n/S)/piece⌉
     rounds of m = min(n/S, piece) bytes (dedicated: one round of the whole shard):
 
-        round = α + max over ranks and classes c of (messages of class c)·m·β_c
-        pull  = α + max over ranks and classes c of (messages of class c)·(n/S)·β_c
-        T     = rounds·max(round, adds) + pull,  adds = (senders)·m·γ
+        round(m) = α + max over ranks and classes c of (messages of class c)·m·β_c
+        pull     = α + max over ranks and classes c of (messages of class c)·(n/S)·β_c
+        T        = (rounds − 1)·max(round(m), adds(m)) + max(round(r), adds(r)) + pull,
+                   adds(m) = (senders)·m·γ, r = n/S − (rounds − 1)·m (the last piece)
 
     A server's receive (push) and send (pull) queue of a class carry its workers there (not
     itself); a worker's send and receive queue, the servers there (full duplex: the two
@@ -247,5 +248,8 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
         return alpha + worst
 
     senders = len(workers) - (0 if dedicated else 1)
-    add = senders * m * gamma
-    return rounds * max(busiest(m), add) + busiest(shard)
+    last = shard - (rounds - 1) * m  # the last round carries what is left of the shard
+
+    def push(size: float) -> float:
+        return max(busiest(size), senders * size * gamma)
+    return (rounds - 1) * push(m) + push(last) + busiest(shard)
