@@ -59,6 +59,7 @@ def check_model_flags(cfg: TrainConfig) -> None:
     if given:
         raise ConfigError(f"{', '.join(given)} cannot take effect with {m}: the workload is "
                           f"the model, and it reads no data")
+    _check_memory(cfg)
     refused = [("--checkpoint", bool(cfg.checkpoint), "it learns nothing to save"),
                ("--ps-mode", cfg.ps_mode is not None, "the servers build the MLP's "
                 "parameters; --strategy ps reduces the workload's gradient"),
@@ -67,6 +68,23 @@ def check_model_flags(cfg: TrainConfig) -> None:
     for flag, bad, why in refused:
         if bad:
             raise ConfigError(f"{flag} cannot take effect with {m}: {why}")
+
+
+def _check_memory(cfg: TrainConfig) -> None:
+    """The workload's parameters, gradient and momentum on every rank of this host must fit
+    its available memory (a floor: the reducer's buffers come on top), else one line before
+    any rank allocates; no verdict where the memory is unknown."""
+    from mpicomm.core.memory import available_memory, ranks_on_this_host
+    from mpicomm.core.units import fmt_bytes
+
+    available, local = available_memory(), ranks_on_this_host()
+    need = 3 * run_num_params(cfg) * np.dtype(cfg.dtype).itemsize
+    if available is not None and need * local > available:
+        fits = max(0, available // need)
+        raise ConfigError(f"--model {cfg.model}: its parameters, gradient and momentum need at "
+                          f"least {fmt_bytes(need * local)} on this host ({fmt_bytes(need)} a "
+                          f"rank x {local} rank(s)), more than its {fmt_bytes(available)} "
+                          f"available; at most {fits} such rank(s) fit here")
 
 
 def run_tensors(cfg: TrainConfig) -> list[tuple[int, int, int]]:

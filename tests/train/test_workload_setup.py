@@ -47,6 +47,19 @@ def test_flags_that_cannot_take_effect_are_refused_in_one_line(virtual, flags, m
     assert "\n" not in str(e.value)
 
 
+def test_a_model_too_large_for_this_host_is_refused_before_any_allocation(virtual,
+                                                                          monkeypatch):
+    from mpicomm.core import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 * 2**30)
+    monkeypatch.setattr(memory, "ranks_on_this_host", lambda default=1: 8)
+    with pytest.raises(ConfigError, match=r"--model bert-large: .* \(3\.75 GiB a rank x 8 "
+                       r"rank\(s\)\), more than its 10 GiB available; at most 2 such") as e:
+        check(TrainConfig(model="bert-large"), 8)  # 3 x 1.34 GB a rank
+    assert "\n" not in str(e.value)
+    check(TrainConfig(model="resnet50"), 8)  # 8 x 3 x 102 MB fit
+
+
 def test_what_does_take_effect_is_accepted(virtual):
     """The engine, the strategies' options and the device flags act on a workload as on the
     MLP; and the synthetic set's rows bound no batch (a workload reads none)."""
