@@ -6,8 +6,9 @@
 2. world    the reducer, the parameter-server group (``--ps-mode``) or a split model's
             replicas × parts (``--pipeline-stages``, ``--tensor-parallel``: the group's
             reducer over the part's replicas) decides who trains and who only serves
-3. set-up   this worker's data shard, its model (the ``nn.MLP``, or a stage or shard of
-            it: ``parallel.parts``; flat params/grads either way), SGD momentum, resume
+3. set-up   this worker's data shard, its model (the ``nn.MLP``, a stage or shard of it:
+            ``parallel.parts``, or a real model's workload, ``--model``:
+            ``train.workload_setup``; flat params/grads each way), SGD momentum, resume
             from ``--checkpoint`` (the whole model's); a failure on any rank stops all
 4. engine   an ``engine.Engine``: ``GradEngine`` (buckets, overlap with backward,
             accumulation, the loop's SGD), ``PSEngine`` (push, the servers' SGD, pull) or
