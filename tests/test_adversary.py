@@ -133,6 +133,7 @@ def test_writing_never_replaces_a_special_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["pipe"]
 
 
+@pytest.mark.slow
 def test_train_refuses_a_fifo_before_any_work(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     res = _train(tmp_path, "--json", "pipe")
@@ -262,6 +263,7 @@ def test_float32_arrays_under_a_float64_label_are_refused(checkpoint, tmp_path):
         _load(path, dtype="float64")
 
 
+@pytest.mark.slow
 def test_train_refuses_a_forged_step_in_one_line(checkpoint, tmp_path):
     path = _forged(checkpoint, tmp_path, step=np.float64(2.7))
     res = _train(tmp_path, "--batch-size", "8", "--steps", "5", "--checkpoint", path.name,
@@ -316,6 +318,7 @@ def test_a_nonsense_links_table_is_refused_naming_the_field(tmp_path, change, sa
     assert f"--links-from {path}: {says}" in str(caught.value), caught.value
 
 
+@pytest.mark.slow
 def test_train_refuses_a_nonsense_links_table_on_every_rank_without_an_abort(tmp_path):
     from mpi_harness import run_mpi
 
@@ -351,6 +354,7 @@ def _npz(path: Path, r: int) -> None:
     np.savez(path, x=rng.random((64, 8)).astype("float32"), y=rng.integers(0, 4, 64))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--data", "--links-from"])
 def test_a_file_that_differs_between_ranks_is_refused_naming_the_ranks(tmp_path, flag):
     """Main ran with exit 0: each rank trained on its own data, or charged the ring by a blend
@@ -450,6 +454,7 @@ def test_an_absurd_rate_scale_or_delay_is_refused(make, says):
     assert says in str(caught.value), caught.value
 
 
+@pytest.mark.slow
 def test_the_help_says_the_ranges():
     res = subprocess.run([PY, "-m", "mpicomm", "train", "--help-all"], capture_output=True,
                          text=True, timeout=60)

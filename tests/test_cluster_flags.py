@@ -83,6 +83,7 @@ def test_a_profile_under_the_wall_clock_is_refused():
         _run_args("--profile", PROFILE, "--clock", "wall")
 
 
+@pytest.mark.slow
 def test_a_profile_on_bench_prints_the_predictors_cluster_line_and_flags_override_one_field():
     """One rank (no messages): the virtual bench's first line is ``model --predict``'s for
     the same flags; ``--inter-link`` replaces the profile's inter link and nothing else; the

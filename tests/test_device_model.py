@@ -126,18 +126,23 @@ def test_wall_clock_refuses_what_cannot_take_effect():
             D.install(**kw)
 
 
+SLOW = pytest.mark.slow  # the default tier keeps one case per kind of refusal
+
+
 @pytest.mark.parametrize("command, args, message", [  # each case on one of the 4 commands
     ("train", ["--accelerator", "b300", "--clock", "virtual"],
      "unknown accelerator 'b300'; valid: k80"),
-    ("model", ["--accelerator", "b300", "--clock", "virtual"],
-     "unknown accelerator 'b300'; valid: k80"),
+    pytest.param("model", ["--accelerator", "b300", "--clock", "virtual"],
+                 "unknown accelerator 'b300'; valid: k80", marks=SLOW),
     ("compare", ["--accelerator", "h100", "--clock", "wall"], "--accelerator: virtual-clock only"),
-    ("bench", ["--precision", "fp16", "--clock", "wall"], "--precision: virtual-clock only"),
+    pytest.param("bench", ["--precision", "fp16", "--clock", "wall"],
+                 "--precision: virtual-clock only", marks=SLOW),
     ("train", ["--precision", "bf16", "--accelerator", "v100", "--clock", "virtual"],
      "--precision bf16: v100 has no bf16 arithmetic"),
-    ("bench", ["--precision", "fp16", "--accelerator", "host", "--clock", "virtual"],
-     "--precision fp16 cannot take effect with --accelerator host"),
-    ("compare", ["--precision", "fp8", "--clock", "virtual"], "unknown precision 'fp8'"),
+    pytest.param("bench", ["--precision", "fp16", "--accelerator", "host", "--clock", "virtual"],
+                 "--precision fp16 cannot take effect with --accelerator host", marks=SLOW),
+    pytest.param("compare", ["--precision", "fp8", "--clock", "virtual"],
+                 "unknown precision 'fp8'", marks=SLOW),
 ])
 def test_refused_in_one_line_with_exit_2(command, args, message):
     res = run_mpi(2, ["-m", "mpicomm", command, *args], timeout=90)

@@ -67,13 +67,33 @@ COMMANDS = doc_commands()
 IDS = [f"{page}:{line}" for page, line, _ in COMMANDS]
 
 
-def _mpicomm_argv(cmd: str) -> list[str] | None:
-    """The arguments after ``python -m mpicomm`` in ``cmd`` (None: not an mpicomm command)."""
-    words = shlex.split(cmd, comments=True)
-    for i in range(len(words) - 2):
-        if words[i + 1 : i + 3] == ["-m", "mpicomm"] and words[i].endswith("python"):
-            return words[i + 3 :]
-    return None
+SEPARATORS = {"&&", "||", ";", "|"}
+
+
+def _mpicomm_argvs(cmd: str) -> list[list[str]]:
+    """The arguments after ``python -m mpicomm`` of each command that ``cmd`` chains with
+    ``&&``, ``||``, ``;`` or ``|`` (empty: no mpicomm command)."""
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    argvs, words = [], []
+    for word in [*lexer, "&&"]:
+        if word not in SEPARATORS:
+            words.append(word)
+            continue
+        for i in range(len(words) - 2):
+            if words[i + 1 : i + 3] == ["-m", "mpicomm"] and words[i].endswith("python"):
+                argvs.append(words[i + 3 :])
+                break
+        words = []
+    return argvs
+
+
+def test_chained_commands_are_each_parsed():
+    line = "python -m mpicomm model --json a.json && python -m mpicomm plot a.json --out f"
+    assert _mpicomm_argvs(line) == [["model", "--json", "a.json"], ["plot", "a.json", "--out", "f"]]
+    chained = "mpiexec -n 2 python -m mpicomm train -s 3 # note"
+    assert _mpicomm_argvs(chained) == [["train", "-s", "3"]]
+    assert _mpicomm_argvs("pip install x") == []
 
 
 def test_the_pages_have_commands_and_the_allowlist_is_current():
@@ -86,17 +106,19 @@ def test_the_pages_have_commands_and_the_allowlist_is_current():
 @pytest.mark.parametrize("page, line, cmd", COMMANDS, ids=IDS)
 def test_flags_parse(page, line, cmd):
     """Every documented mpicomm command parses: no unknown flag, no bad value for argparse."""
-    argv = _mpicomm_argv(cmd)
-    if argv is None:
+    argvs = _mpicomm_argvs(cmd)
+    if not argvs:
         pytest.skip("not a python -m mpicomm command")
-    try:
-        build_parser().parse_args(argv)
-    except SystemExit as exc:
-        pytest.fail(f"{page}:{line}: `{cmd}` does not parse (exit {exc.code})")
+    for argv in argvs:
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit as exc:
+            pytest.fail(f"{page}:{line}: `{' '.join(argv)}` in `{cmd}` does not parse "
+                        f"(exit {exc.code})")
 
 
 def test_every_documented_command_has_help():
-    commands = sorted({argv[0] for _, _, c in COMMANDS if (argv := _mpicomm_argv(c))})
+    commands = sorted({argv[0] for _, _, c in COMMANDS for argv in _mpicomm_argvs(c)})
     assert {"train", "compare", "bench", "model"} <= set(commands), commands
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

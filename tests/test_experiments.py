@@ -135,6 +135,7 @@ def _model_row(strategy, t_us, pred_us, **extra):
             "measured_over_predicted": t_us / pred_us, **extra}
 
 
+@pytest.mark.slow
 def test_figure2_text_and_plot_from_records(tmp_path):
     pytest.importorskip("matplotlib")
     from mpicomm.figures import catalog as F

@@ -26,6 +26,7 @@ def help_text(command: str, flag: str = "--help") -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow
 def test_help_from_the_command_line():
     done = subprocess.run([sys.executable, "-m", "mpicomm", "compare", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)

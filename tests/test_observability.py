@@ -108,7 +108,8 @@ PER_STEP = ["time/step_s", "time/compute_s", "time/comm_exposed_s", "time/comm_t
 
 @pytest.mark.parametrize("strategy", [
     ["--strategy", "ring"],
-    ["--strategy", "ps", "--ps-mode", "ssp", "--staleness", "2"],
+    pytest.param(["--strategy", "ps", "--ps-mode", "ssp", "--staleness", "2"],
+                 marks=pytest.mark.slow),
 ], ids=["ring", "ps-ssp"])
 def test_tensorboard_scalars_over_every_step(tmp_path, strategy):
     pytest.importorskip("tensorboardX")

@@ -228,6 +228,7 @@ def test_table_flag_prints_every_row_and_per_size_winners(tmp_path):
     assert len(rows) == 2 * 2 * len(default_variants())
 
 
+@pytest.mark.slow
 def test_command_one_process_no_mpiexec(tmp_path):
     out = tmp_path / "p.json"
     done = _predict("--ranks", "8,64,1024", "-b", "1M", "-e", "16M", "-f", "16",

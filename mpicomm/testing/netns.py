@@ -51,10 +51,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["Hosts", "NetnsError", "NetnsUnavailable", "parse_rate", "unavailable_reason",
-           "leftovers", "JobResult", "SUBNET", "mpi_family"]
+           "leftovers", "JobResult", "SUBNET", "BURST_BYTES", "mpi_family"]
 
 SUBNET = "10.213.0"  # the /24 every harness uses; it exists only inside its namespaces
 BURST = "256kb"  # tbf's bucket: 64kb gave MPI traffic 466 of 800 Mbit/s here (issue 33)
+BURST_BYTES = 256 * 1024  # tc reads "kb" as 1024 bytes: a full bucket passes this at line speed
 TBF_LATENCY = "50ms"
 NETNS_DIR = Path("/run/netns")
 ETC_NETNS = Path("/etc/netns")

@@ -40,6 +40,7 @@ def test_guarded_one_process_exits_with_its_code(tmp_path, exc, code):
     assert "MPI_Abort" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["plot", "/nonexistent/x.json"],
     ["experiments", "--root", "/nonexistent/experiments"],

@@ -131,6 +131,7 @@ def _flops(layers, batch):
     return forward, forward + sum(2 * batch * a * b for a, b in pairs[1:])
 
 
+@pytest.mark.slow
 def test_in_virtual_time_the_next_forward_hides_what_backward_cannot():
     """The compute is charged by a flop model (the rest of the CPU time x 1e-9), so the run is
     the schedule alone, on any host: plain overlap hides at most backward/comm; with

@@ -47,6 +47,7 @@ def test_multiring_bit_identical_and_bytes_as_formula(nranks, channels, rpn):
     res.expect_ok()
 
 
+@pytest.mark.slow
 def test_multiring_over_emulated_links():
     opts = json.dumps({"channels": 2, "ranks_per_node": 2, "inter_link": "5us,10GB/s"})
     res = run_script(4, "check_reducer.py", "ring", opts, "--lengths", "1,1009,131101",

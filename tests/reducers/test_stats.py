@@ -36,6 +36,7 @@ def test_bytes_sent_equal_bytes_received_over_ranks(strategy, options, nranks):
     assert all(r["calls"] == 2 for r in workers)
 
 
+@pytest.mark.slow
 def test_hierarchical_on_one_node_counts_exactly_like_the_ring():
     """One node of 3 ranks: the 2-D form is the ring, byte for byte, per rank
     (uneven segments at n = 7, 1001 make sent and received differ per rank)."""

@@ -49,6 +49,7 @@ def test_tree_bit_identical_and_bytes_as_formula(nranks):
     assert all(r["bytes_sent"] > 0 for r in res.records)
 
 
+@pytest.mark.slow
 def test_tree_over_emulated_links():
     """The emulated transport's isend/irecv (headers, sleeps) carry the tree too."""
     res = run_script(4, "check_reducer.py", "tree", '{"ranks_per_node": 2, "inter_link": '

@@ -25,6 +25,7 @@ def test_torch_ddp_example(tmp_path):
     assert abs(recs["gloo"]["final_loss"] - recs["ring"]["final_loss"]) < 1e-4
 
 
+@pytest.mark.slow
 def test_torch_ddp_example_refuses_unknown_strategy():
     res = run_mpi(2, [str(ROOT / "experiments" / "torch_ddp.py"), "--strategy", "rign"],
                   timeout=120)
@@ -48,6 +49,7 @@ def test_torch_ddp_example_compresses_the_hook(tmp_path):
     assert 0 < abs(recs["gloo"]["final_loss"] - recs["ring"]["final_loss"]) < 1e-2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, said", [
     (["--strategy", "ring", "--compress", "fp17"], "unknown compress codec 'fp17'"),
     (["--strategy", "gloo", "--compress", "int8"], "gloo (DDP's own allreduce) never compresses"),

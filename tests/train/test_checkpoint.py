@@ -65,6 +65,7 @@ def test_worker_0s_save_is_checkpoint_time_not_the_others_next_step(tmp_path, nr
     assert rec["checkpoint_s"] >= 5 * 0.25, rec  # 5 saves, each counted where it happened
 
 
+@pytest.mark.slow
 def test_bad_checkpoints_give_clear_errors(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"this is not a zip file")
@@ -164,6 +165,7 @@ def test_topk_residuals_follow_a_changed_bucket_size():
         rebucket_residuals({"n10:d": np.zeros(n)}, whole, n)
 
 
+@pytest.mark.slow
 def test_topk_resume_is_bit_identical_in_float64(tmp_path):
     """issue 17: top-k error feedback is every rank's own state; a resumed run restores each
     rank's residuals (saved only rank 0's before: 2.0245 against 2.0159 straight through)."""

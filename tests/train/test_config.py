@@ -11,6 +11,7 @@ from mpicomm.cli.main import build_parser
 from mpicomm.train.loop import ConfigError, TrainConfig
 
 
+@pytest.mark.slow
 def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
     parse = build_parser().parse_args
     assert TrainConfig().validate is None and "validate" not in TrainConfig().reducer_options()
@@ -24,12 +25,16 @@ def test_validate_flag_defaults_to_the_reducer_default(tmp_path):
     assert json.loads(out.read_text())["config"]["validate"] is None
 
 
+SLOW = pytest.mark.slow  # the default tier keeps a case of each kind; CI runs them all
+
+
 @pytest.mark.parametrize("args, message", [
     (["--layers", "16,x,4"], "--layers '16,x,4': 'x' is not an integer"),
-    (["--layers", "16"], "need at least 2 widths"),
-    (["--data", "/nonexistent/d.npz"], "--data /nonexistent/d.npz: no such file"),
+    pytest.param(["--layers", "16"], "need at least 2 widths", marks=SLOW),
+    pytest.param(["--data", "/nonexistent/d.npz"], "--data /nonexistent/d.npz: no such file",
+                 marks=SLOW),
     (["--batch-size", "300"], "batch too large for the shard: --batch-size 300 per worker × 2"),
-    (["--momentum", "1.5"], "--momentum must be in [0, 1)"),
+    pytest.param(["--momentum", "1.5"], "--momentum must be in [0, 1)", marks=SLOW),
     (["--strategy", "carrier-pigeon"], "unknown strategy 'carrier-pigeon'; valid strategies"),
 ])
 def test_bad_input_gives_a_clear_message(args, message):
@@ -93,8 +98,8 @@ def test_engine_flags_refuse_invalid_values(kwargs, message):
 
 @pytest.mark.parametrize("flag, path, fragment", [
     ("--json", "/nonexistent/x.json", "folder /nonexistent does not exist"),
-    ("--trace", "/nonexistent/t.json", "--trace /nonexistent/t.json"),
-    ("--checkpoint", "/nonexistent/c.npz", "--checkpoint"),
+    pytest.param("--trace", "/nonexistent/t.json", "--trace /nonexistent/t.json", marks=SLOW),
+    pytest.param("--checkpoint", "/nonexistent/c.npz", "--checkpoint", marks=SLOW),
     ("--json", "/", "is a folder"),
 ])
 def test_output_paths_checked_before_the_first_step(flag, path, fragment):

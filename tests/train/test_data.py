@@ -161,6 +161,7 @@ def test_digits_trains_above_90_percent_held_out_at_2_ranks(tmp_path):
     assert rec["train_loss_last"] < 0.5 * rec["train_loss_first"]
 
 
+@pytest.mark.slow
 def test_npz_shape_mismatch_and_missing_keys(tmp_path):
     f = tmp_path / "d.npz"
     np.savez(f, x=np.zeros((50, 7), np.float32), y=np.zeros(50, np.int64))

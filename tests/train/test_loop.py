@@ -79,6 +79,7 @@ def test_a_diverged_model_has_no_accuracy(tmp_path):
     assert "%" not in row.split()[-3:] and row.split()[-2:] == ["-", "-"], row
 
 
+@pytest.mark.slow
 def test_setup_errors_free_the_reducer_and_validate_follows_the_environment(tmp_path):
     """In one job: a set-up error leaves no communicator behind (every strategy, baseline);
     MPICOMM_VALIDATE reaches the reducer unless the config sets validate."""

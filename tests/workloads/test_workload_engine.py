@@ -12,7 +12,7 @@ SCRIPT = Path(__file__).resolve().parent / "scripts" / "workload_engine.py"
 
 @pytest.mark.parametrize("model, strategy, bucket_mb, overlap, ranks", [
     ("resnet50", "ring", "25", "1", 3),
-    ("resnet50", "ps", "4", "0", 2),
+    pytest.param("resnet50", "ps", "4", "0", 2, marks=pytest.mark.slow),
     ("inception3", "native", "0", "1", 2),
 ])
 def test_the_engine_reduces_every_layer_of_a_real_model(model, strategy, bucket_mb, overlap,
