@@ -19,15 +19,16 @@ r's layer-i gradient is (i+1)(r+1)·1e-6, the loss 0) and no data is read.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import is_given
+from mpicomm.core.flags import GIVEN
 from mpicomm.nn import layer_tensors
-from mpicomm.train.config import TrainConfig, flag_defaults
+from mpicomm.train.config import TrainConfig
 from mpicomm.train.data import Dataset
 from mpicomm.workloads import workload
 from mpicomm.workloads.model import WorkloadModel
@@ -35,10 +36,14 @@ from mpicomm.workloads.model import WorkloadModel
 __all__ = ["check_model_flags", "run_tensors", "run_num_params", "make_model", "no_data"]
 
 _FIELDS = TrainConfig.__dataclass_fields__
+DATA_FLAGS = ("layers", "data", "train_samples", "test_samples", "eval_samples")
 
 
-def check_model_flags(cfg: TrainConfig) -> None:
-    """Raise ``ConfigError`` for a flag that cannot take effect with ``--model`` (no MPI)."""
+def check_model_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
+    """Raise ``ConfigError`` for a flag that cannot take effect with ``--model`` (no MPI).
+
+    ``given``: the flags the command line set, so one typed at its default value counts too
+    (a config built in Python has none: its values alone tell)."""
     if cfg.model is None:
         return
     m = f"--model {cfg.model}"
@@ -50,14 +55,13 @@ def check_model_flags(cfg: TrainConfig) -> None:
         raise ConfigError(f"--accelerator host cannot take effect with {m}: its layers are "
                           "charged by a modelled device (e.g. --accelerator h100), and this "
                           "host computes nothing of them")
-    # (--holdout needs --data, which is refused here)
-    data_flags = ("layers", "data", "train_samples", "test_samples", "eval_samples")
-    defaults = flag_defaults()  # MPICOMM_DOCS_QUICK's shorter evaluation is no user's flag
-    given = [f"--{name.replace('_', '-')}" for name in data_flags
-             if is_given(cfg, name, getattr(cfg, name) != defaults.get(name,
-                                                                    _FIELDS[name].default))]
-    if given:
-        raise ConfigError(f"{', '.join(given)} cannot take effect with {m}: the workload is "
+    # (--holdout needs --data, which is refused here; --eval-samples only when typed: the
+    # docs test's MPICOMM_DOCS_QUICK shortens its default)
+    typed = {*given, *getattr(cfg, GIVEN, ())}
+    data = [f"--{name.replace('_', '-')}" for name in DATA_FLAGS if name in typed or (
+            name != "eval_samples" and getattr(cfg, name) != _FIELDS[name].default)]
+    if data:
+        raise ConfigError(f"{', '.join(data)} cannot take effect with {m}: the workload is "
                           f"the model, and it reads no data")
     _check_memory(cfg)
     refused = [("--checkpoint", bool(cfg.checkpoint), "it learns nothing to save"),

@@ -33,7 +33,7 @@ def test_the_wall_clock_is_refused():
 @pytest.mark.parametrize("flags, match", [
     (dict(layers=(8, 8)), "--layers cannot take effect with --model vgg16"),
     (dict(data="digits"), "--data cannot take effect"),
-    (dict(train_samples=100, eval_samples=10), "--train-samples, --eval-samples cannot"),
+    (dict(train_samples=100, test_samples=10), "--train-samples, --test-samples cannot"),
     (dict(accelerator="host"), "--accelerator host cannot take effect with --model vgg16"),
     (dict(accelerator="HOST"), "--accelerator host cannot take effect"),
     (dict(checkpoint="c.npz"), "--checkpoint cannot take effect with --model vgg16"),
@@ -45,6 +45,13 @@ def test_flags_that_cannot_take_effect_are_refused_in_one_line(virtual, flags, m
     with pytest.raises(ConfigError, match=match) as e:
         check(TrainConfig(model="vgg16", **flags), 4)
     assert "\n" not in str(e.value)
+
+
+def test_a_data_flag_typed_at_its_default_is_refused_too(virtual):
+    with pytest.raises(ConfigError, match="--eval-samples cannot take effect"):
+        workload_setup.check_model_flags(TrainConfig(model="vgg16"), given={"eval_samples"})
+    workload_setup.check_model_flags(TrainConfig(model="vgg16", eval_samples=512))  # the docs
+    # test's MPICOMM_DOCS_QUICK default: no one typed it
 
 
 def test_a_model_too_large_for_this_host_is_refused_before_any_allocation(virtual,
