@@ -400,7 +400,7 @@ def test_messages_posted_together_share_the_interface():
 
 COMPARE = ["-m", "mpicomm", "compare", "--clock", "virtual", "--strategies", "ring,ps",
            "--ranks-per-node", "2", "--inter-link", "20us,1GB/s", "--log-every", "0",
-           "--steps", "40", "--repeats", "1", "--no-baseline"]
+           "--steps", "10", "--repeats", "1", "--no-baseline"]
 
 
 @pytest.mark.slow
@@ -411,10 +411,10 @@ def test_the_same_virtual_compare_twice_gives_the_same_step_times(tmp_path):
     times to 1e-5 (the CPU time left at that scale: ~5 ns of a 2.4 ms step):
     every message's time, every queue and every order of arrival is virtual.
 
-    At the default scale the compute is the host's CPU time (least per segment), which a busy
-    host inflates: two such runs at once were 0.1-0.8% apart here, 5% apart on CI's busy host
-    (ring 5.12 and 4.86 ms). That figure is a measurement, in docs/virtual_clock.md with its
-    command, not a test: a timed assertion would test the host."""
+    With ``--accelerator host`` at the default scale the compute is the host's CPU time (least
+    per segment), which a busy host inflates: two such runs at once were 0.1-0.8% apart here,
+    5% apart on CI's busy host (ring 5.12 and 4.86 ms). That figure is a measurement, in
+    docs/virtual_clock.md with its command, not a test: a timed assertion would test the host."""
     def one(k: int) -> dict:
         out = tmp_path / f"c{k}.json"
         res = run_mpi(4, [*COMPARE, "--compute-scale", "1e-6", "--json", str(out)], timeout=600)
