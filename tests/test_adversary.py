@@ -527,15 +527,17 @@ def test_each_run_in_one_trace_file_is_one_labelled_block(tmp_path):
     from mpicomm.core import clock
     from mpicomm.train.trace_writer import TraceFile
 
-    path = str(tmp_path / "t.json")
-    for label in ("ring", "native"):
+    path, t = str(tmp_path / "t.json"), clock.now()
+    for k, label in enumerate(("ring", "native")):
         tf = TraceFile.open(path, MPI.COMM_SELF, label=label)
         tf.recorder.enabled = True
-        t = clock.now()
-        tf.recorder.complete("step", "step", t, t + 1e-3)
+        # each run's step at its own time: 1 ms, then 1 ms apart (clock.now() twice, as it was,
+        # came under 1 ms apart once the imports were warm, and the steps overlapped)
+        tf.recorder.complete("step", "step", t + 2e-3 * k, t + 2e-3 * k + 1e-3)
         tf.close()
     blocks = _run_blocks(Path(path))
     assert [b[3] for b in blocks] == ["ring", "native"], blocks
+    assert [b[2] - b[1] for b in blocks] == pytest.approx([1e3, 1e3])  # each its step (us)
     assert blocks[0][2] <= blocks[1][1]  # one after the other
 
 
