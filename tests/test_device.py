@@ -10,7 +10,7 @@ import pytest
 from mpicomm.core.errors import ConfigError
 from mpicomm.costmodel.device import DEVICES, EFFICIENCY, Device, device
 
-# (name, fp32, fp16, bf16 TFLOP/s dense, memory GB/s) as printed on each datasheet (D1-D6)
+# (name, fp32, fp16, bf16 TFLOP/s dense, memory GB/s) as printed on each datasheet (D1-D9)
 DATASHEETS = [
     ("k80", 8.73 / 2, None, None, 480 / 2),  # the board's two GPUs: one rank is one GPU
     ("p100", 10.6, 21.2, None, 732),
@@ -18,6 +18,8 @@ DATASHEETS = [
     ("a100", 19.5, 312, 312, 2039),
     ("h100", 67, 989.5, 989.5, 3350),
     ("h200", 67, 989.5, 989.5, 4800),
+    ("b200", 80, 2250, 2250, 8000),  # D8: 4.5 PFLOP/s fp16 "with sparsity" -> 2.25 dense
+    ("gb200", 90, 2500, 2500, 8000),  # D9: 10 PFLOP/s sparse per 2-GPU superchip
 ]
 
 
@@ -93,3 +95,21 @@ def test_bad_efficiency_launch_and_precisions_are_refused():
         Device("x", (("fp32", 1e12),), 0.5, 1e9, math.nan, 1e9)
     with pytest.raises(ConfigError, match="precisions"):
         Device("x", (("fp16", 1e12),), 0.5, 1e9, 1e-6, 1e9)
+
+
+def test_blackwell_profiles_and_their_clusters():
+    """B200 and GB200 (D8, D9): the named Blackwell clusters bring them, GB200's host link is
+    NVLink-C2C (450 GB/s one way) where B200's is PCIe Gen5 (64 GB/s), and a B200 runs a
+    half-precision matmul faster than an H100 and a GB200 faster than a B200."""
+    from mpicomm.costmodel.profiles import CLUSTERS, profile_fields
+
+    b200, gb200, h100 = device("b200"), device("gb200"), device("h100")
+    assert CLUSTERS["dgx-b200-ib400"].device is b200
+    assert CLUSTERS["gb200-nvl72"].device is gb200
+    assert profile_fields("gb200-nvl72")["accelerator"] == "gb200"
+    assert math.isclose(gb200.copy_bytes_per_s, 450e9)
+    assert math.isclose(b200.copy_bytes_per_s, h100.copy_bytes_per_s)  # PCIe Gen5 both
+    work = (1e13, 1e6)  # 10 TFLOP on 1 MB: compute-bound everywhere
+    assert (gb200.seconds(*work, precision="bf16") < b200.seconds(*work, precision="bf16")
+            < h100.seconds(*work, precision="bf16") / 2)
+    assert "D8" in b200.source and "D9" in gb200.source

@@ -132,3 +132,35 @@ def test_the_docs_table_formats_times_as_the_predictor_does(check):
     line = check.markdown_table([row], points).splitlines()[-1]
     assert f"| {fmt_us(2.5e6)} | {fmt_us(999.96)} (" in line
     assert "| 2.5 s | 1 ms (" in line and "e+" not in line
+
+
+def test_profiles_run_nccl_as_their_sources_configure_it():
+    """Issue 30's calibration: three pieces of NCCL's own configuration the model had missed.
+
+    A3 Mega runs NCCL with ring and tree, Simple only and no NVLink SHARP (Google's recipe,
+    profiles S14), so its 8 B calibration row is read through the Simple tree; a Blackwell
+    switch reduction reaches NCCL's nvlsEfficiency 0.74 where Hopper's is 0.85 (S15); ring
+    Simple's plateau factor is 1.9 on Volta (S15). Each failed before (the A3 Mega profile
+    had NVLS and LL, Blackwell Hopper's 275/450, Summit 1.4).
+    """
+    from mpicomm.costmodel.cluster_predict import cluster_time
+    from mpicomm.costmodel.profiles import (
+        NVLS_EFF,
+        cluster,
+        nccl_protocols,
+        ring_simple_plateau,
+    )
+
+    mega = cluster("gcp-a3-mega")
+    assert mega.in_network is None
+    assert [p.name for p in nccl_protocols(mega)] == ["Simple"]
+    assert cluster_time("hierarchical", 16, 8, mega, {"in_network": True}) is None
+    # the calibration row: 8 B over 2 nodes x 8 through the Simple tree is the 135.8 us read
+    t = cluster_time("tree", 16, 8, mega, {"ranks_per_node": 8})
+    assert t == pytest.approx(135.8e-6, rel=1e-3)
+    assert t == pytest.approx(8.4e-6 + 2 * (7 * 4.0e-6 + mega.link("inter")[0]), rel=1e-6)
+    for name in ("dgx-b200-ib400", "gb200-nvl72"):
+        assert cluster(name).in_network.efficiency == pytest.approx(NVLS_EFF * 0.74 / 0.85)
+    assert cluster("dgx-h100-ib400").in_network.efficiency == pytest.approx(NVLS_EFF)
+    assert ring_simple_plateau(cluster("summit-v100-edr")) == 1.9
+    assert ring_simple_plateau(cluster("dgx-h100-ib400")) == 1.4

@@ -238,11 +238,20 @@ def workers_line(records: list[dict]) -> str | None:
             "the global batch differs.")
 
 
-def _regime(win: dict, params: Any) -> str:
+def _flat_terms(params: Any, link: tuple[float, float] | None, m: float) -> tuple[float, float]:
+    """(α, β at message size m) of the link a flat ring crosses: the modelled cluster's
+    (``link``, under the virtual clock) or, without it, this job's measured parameters'."""
+    if link is not None:
+        return link
+    measured = params.flat_link()
+    return measured.alpha, measured.beta_at(m)
+
+
+def _regime(win: dict, params: Any, link: tuple[float, float] | None = None) -> str:
     p, n = win["ranks"], win["grad_bytes"]
-    link = params.flat_link()
-    latency = 2 * (p - 1) * link.alpha
-    bandwidth = 2 * (p - 1) / p * n * link.beta_at(n / p)
+    alpha, beta = _flat_terms(params, link, n / p)
+    latency = 2 * (p - 1) * alpha
+    bandwidth = 2 * (p - 1) / p * n * beta
     terms = (f"the ring's bytes term 2(p-1)/p·nβ = {fmt_num(bandwidth, '.0f', 1e6)} µs and "
              f"latency term 2(p-1)α = {fmt_num(latency, '.0f', 1e6)} µs")
     if bandwidth >= latency:
@@ -253,7 +262,8 @@ def _regime(win: dict, params: Any) -> str:
 
 
 def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None = None,
-            repeats: int = 1, seed: int = 0) -> list[str]:
+            repeats: int = 1, seed: int = 0,
+            link: tuple[float, float] | None = None) -> list[str]:
     """Return the verdict and reading lines of one compare job (consistent with its table).
 
     Args:
@@ -261,6 +271,9 @@ def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None
         params: the ``costmodel.ModelParams`` measured in this job.
         runs: every round's record per strategy (defaults to the records themselves).
         repeats: rounds per strategy (for the note on what the intervals cover).
+        link: (α s, β s/B) of the modelled link a flat ring crosses (the virtual clock's
+            cluster): the regime line and the α, 1/β it quotes are then the modelled
+            cluster's, as the model column is; None: this job's measured links.
     """
     ok = [r for r in records if math.isfinite(r["samples_per_sec"])]
     if not ok:
@@ -270,7 +283,7 @@ def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None
     lines = verdict_lines(vs, floor, repeats, names=[r["strategy"] for r in records],
                           exact=is_exact(records, runs))
     win = max(ok, key=lambda r: r["samples_per_sec"])
-    why = _regime(win, params)
+    why = _regime(win, params, link)
     if win["comm_share"] < 0.2:
         why += (f" Compute-bound: comm is {100 * win['comm_share']:.0f}% of {win['strategy']}'s "
                 "step, so the strategies can differ by little.")
@@ -288,10 +301,9 @@ def reading(records: list[dict], params: Any, runs: dict[str, list[dict]] | None
     pairs = [(r["strategy"], r["comm_s"], r.get("predicted_comm_s")) for r in records]
     shown = ", ".join(f"{s} {fmt_num(m, '.2f', 1e3)}/{fmt_num(x, '.2f', 1e3)}"
                       for s, m, x in pairs if x)
-    link = params.flat_link()
-    beta = link.beta_at(win["grad_bytes"] / win["ranks"])
+    alpha, beta = _flat_terms(params, link, win["grad_bytes"] / win["ranks"])
     lines.append(f"comm ms per step, measured/model: {shown} (α = "
-                 f"{fmt_num(link.alpha, '.1f', 1e6)} µs, 1/β(n/p) = "
+                 f"{fmt_num(alpha, '.1f', 1e6)} µs, 1/β(n/p) = "
                  f"{fmt_num(1e-9 / beta if beta > 0 else None, '.2f')} GB/s).")
     ratios = sorted(m / x for _, m, x in pairs if x and math.isfinite(m))
     lines[-1] += gap_note(ratios, all(r.get("clock") == "virtual" for r in records))
@@ -305,6 +317,6 @@ def gap_note(ratios: list[float], virtual: bool) -> str:
         return ""
     return (f" Measured runs {ratios[0]:.1f}-{ratios[-1]:.1f}x the model: time in allreduce "
             "also holds waiting for the slowest rank's compute" + (
-                " (in virtual time no rank waits for a core: each is charged its own CPU time); "
+                " (in virtual time no rank waits for a core: each is charged its own compute); "
                 "α-β does not see it." if virtual else
                 " and, with more ranks than cores, for a core; α-β sees neither."))

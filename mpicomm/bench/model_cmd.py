@@ -17,7 +17,7 @@ from mpi4py import MPI
 from mpicomm.bench.predict import add_arguments as predict_arguments
 from mpicomm.bench.predict import run_predict
 from mpicomm.bench.step_predict import NOT_WITH_MODEL, STEP_ONLY
-from mpicomm.core import clock
+from mpicomm.core import clock, flops
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given
 from mpicomm.core.options import ReducerOptions
@@ -109,9 +109,12 @@ def run(args: argparse.Namespace) -> int:
     if bench.memory_error(max(cfg.sizes), cfg.check > 0, cfg.device, world):
         return 2
     # 1. parameters (measured links; an emulated class takes its flags' latency and
-    # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0
-    params = measure(world, max(cfg.sizes), args.ranks_per_node, progress="model: measuring")
+    # bandwidth, or the real link where slower); 2. measurements; 3. the table, rank 0.
+    # Under the virtual clock with a modelled device both columns are the model's (the
+    # charged cluster's links, the device's adds): nothing of this host is measured
     charged = cluster_of(args, world.Get_size()) if clock.virtual() is not None else None
+    params = None if charged is not None and flops.active() else \
+        measure(world, max(cfg.sizes), args.ranks_per_node, progress="model: measuring")
     if charged is None:  # the wall clock: the emulated classes over the measured links
         params = with_emulated_links(params, opts.inter_link, opts.intra_link)
     p = world.Get_size()
@@ -131,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     print_model(params, rows, options["crossover_bytes"])
     meta = {"command": "model", "argv": sys.argv, "environment": environment(),
             "clock": clock.name(),  # the clock the measured times are in
-            "params": asdict(params), "options": options, "config": asdict(cfg),
+            "params": None if params is None else asdict(params),
+            "options": options, "config": asdict(cfg),
             "cluster": None if charged is None else charged.as_dict(),
             "auto_crossover_bytes": options["crossover_bytes"], "world_ranks": p}
     bench.write_records(rows, meta, args.json, args.csv)
@@ -142,15 +146,17 @@ def run(args: argparse.Namespace) -> int:
     return 1 if wrong else 0
 
 
-def predicted(strategy: str, p: int, n: int, params: ModelParams, options: dict,
+def predicted(strategy: str, p: int, n: int, params: ModelParams | None, options: dict,
               charged: Cluster | None = None) -> float | None:
     """The model's seconds for one call of the run: under the virtual clock the cost model
-    on ``charged``, the cluster the clock charges (``cluster_time``, the one predictor), γ as
-    measured here x ``--compute-scale`` (the clock charges an add as CPU time); under the
+    on ``charged``, the cluster the clock charges (``cluster_time``, the one predictor), with
+    the γ the clock charges an add: the modelled device's (``flops.gamma``), or under
+    ``--accelerator host`` γ as measured here x ``--compute-scale`` (CPU time); under the
     wall clock the α-β-γ formulas on this host's measured links (``formulas.predict``)."""
     if charged is not None:
         vc = clock.virtual()
-        gamma = params.gamma_at(n / p) * (1.0 if vc is None else vc.scale)
+        gamma = flops.gamma() if flops.active() else \
+            params.gamma_at(n / p) * (1.0 if vc is None else vc.scale)
         cluster = dataclasses.replace(charged, gamma_s_per_byte=max(gamma, 1e-300))
         return cluster_time(strategy, p, n, cluster, options)
     return predict(strategy, p, n, params, options, options["crossover_bytes"])
@@ -167,7 +173,24 @@ def _crossover_text(crossover: int, largest: int = 1 << 30) -> str:
     return f"{fmt_bytes(crossover)} ({crossover} B)"
 
 
-def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
+def print_model(params: ModelParams | None, rows: list[dict], crossover: int) -> None:
+    if params is None:  # the virtual clock's device model: nothing of this host enters
+        print(f"# both columns are the model's: the cluster above, adds on the modelled "
+              f"{flops.describe()['name']}; auto crossover {_crossover_text(crossover)}")
+    else:
+        _print_params(params, crossover)
+    print(f"#{'size (B)':>11} {'strategy':>20} {'predicted':>10} {'measured':>10} "
+          f"{'meas/pred':>9} {'busbw':>7}")
+    print(f"#{'':>11} {'':>20} {'(us)':>10} {'(us)':>10} {'':>9} {'(GB/s)':>7}")
+    for row in sorted(rows, key=lambda r: (r["bytes"], r["strategy"])):
+        pred, ratio = row["predicted_us"], row["measured_over_predicted"]
+        print(f"{row['bytes']:>12} {row['strategy']:>20} "
+              f"{fmt_num(pred, '.2f'):>10} {fmt_num(row['time_us'], '.2f'):>10} "
+              f"{fmt_num(ratio, '.2f'):>9} {fmt_num(row['busbw_gbps'], '.2f'):>7}")
+
+
+def _print_params(params: ModelParams, crossover: int) -> None:
+    """The lines of this host's measured links and adds (``measure``)."""
     for kind in ("intra", "inter"):
         link = getattr(params, kind)
         fit = fmt_num(1e-9 / link.beta_fit if link.beta_fit > 0 else None, ".1f")
@@ -183,11 +206,3 @@ def print_model(params: ModelParams, rows: list[dict], crossover: int) -> None:
         print(f"# 1/gamma(m) local np.add GB/s: {_gbps(params.gamma_sizes, params.gamma_local)}")
     print(f"# nodes {params.num_nodes}, ranks per node {params.local_size}; "
           f"auto crossover {_crossover_text(crossover)}")
-    print(f"#{'size (B)':>11} {'strategy':>20} {'predicted':>10} {'measured':>10} "
-          f"{'meas/pred':>9} {'busbw':>7}")
-    print(f"#{'':>11} {'':>20} {'(us)':>10} {'(us)':>10} {'':>9} {'(GB/s)':>7}")
-    for row in sorted(rows, key=lambda r: (r["bytes"], r["strategy"])):
-        pred, ratio = row["predicted_us"], row["measured_over_predicted"]
-        print(f"{row['bytes']:>12} {row['strategy']:>20} "
-              f"{fmt_num(pred, '.2f'):>10} {fmt_num(row['time_us'], '.2f'):>10} "
-              f"{fmt_num(ratio, '.2f'):>9} {fmt_num(row['busbw_gbps'], '.2f'):>7}")

@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import platform
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,10 @@ from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
 from mpicomm.bench.step_predict import run_step_s
 from mpicomm.core import clock, flops
 from mpicomm.core.flags import add_cluster_flags, is_given
-from mpicomm.core.links import link_from_env
+from mpicomm.core.links import Link, link_from_env
 from mpicomm.core.progress import Progress
 from mpicomm.core.topology import resolve_ranks_per_node
+from mpicomm.costmodel.formulas import LinkModel, ModelParams
 from mpicomm.costmodel.measure import measure as measure_model
 from mpicomm.reducers import check_request, strategies
 from mpicomm.train import layouts, metrics, parallel_setup
@@ -213,9 +215,11 @@ def run(args: argparse.Namespace) -> int:
     baseline = float(np.median(baselines)) if baselines else None
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
-    model = measure_model(comm, max_bytes=records[0]["grad_bytes"], ranks_per_node=hier_rpn)
+    model = _cost_params(comm, records[0], hier_rpn, args)
     for name, rec in zip(names, records, strict=True):
-        opts = {**cfg.reducer_options(), "ranks_per_node": hier_rpn}
+        # the layout each ran on (``_rounds``): hierarchical on its nodes, the others on the job's
+        opts = {**cfg.reducer_options(),
+                "ranks_per_node": hier_rpn if name == "hierarchical" else user_rpn}
         # auto: at the switch size it actually used (its own calibration), not this model's;
         # the real parameter server (ps:MODE) has no allreduce formula
         rec["predicted_comm_s"] = None if ":" in name else predicted_comm(
@@ -227,6 +231,25 @@ def run(args: argparse.Namespace) -> int:
     if rank0:
         _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
     return 0
+
+
+def _cost_params(comm: Any, rec: dict, hier_rpn: int | None,
+                 flags: argparse.Namespace) -> ModelParams:
+    """The α-β-γ parameters the reading quotes. Under the virtual clock with a modelled device,
+    the cluster the clock charged (its links' α and β, the device's γ): this host's links and
+    adds enter none of the run's times, and measuring them took a minute under load and put
+    their α in the reading. Otherwise this job's links, measured (collective)."""
+    from mpicomm.costmodel.profiles import cluster_of
+
+    p = rec["ranks"]
+    c = cluster_of(flags, p) if clock.virtual() is not None and flops.active() else None
+    if c is None or not (isinstance(c.intra, Link) and isinstance(c.inter, Link)):
+        return measure_model(comm, max_bytes=rec["grad_bytes"], ranks_per_node=hier_rpn)
+    sizes = [8, max(rec["grad_bytes"], 16)]
+    intra, inter = (LinkModel(x.alpha_s, sizes, [x.beta] * 2, x.beta, emulated=str(x))
+                    for x in (c.intra, c.inter))
+    local = min(c.ranks_per_node, p)  # the layout the clock charged
+    return ModelParams(intra, inter, sizes, [flops.gamma()] * 2, -(-p // local), local)
 
 
 def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | None:
@@ -392,9 +415,22 @@ def _step_line(cfg, records: list[dict], names: list[str]) -> str:
             f"the same flags): {', '.join(pairs)}")
 
 
+def _modelled_flat_link(flags, ranks: int) -> tuple[float, float] | None:
+    """Under the virtual clock, (α, β) of the modelled link a flat ring crosses (the inter-node
+    class when the cluster has several nodes): what the reading quotes, as its model column
+    uses it. None under the wall clock (the reading quotes this host's measured links)."""
+    if clock.virtual() is None:
+        return None
+    from mpicomm.costmodel.profiles import cluster_of
+
+    cluster = cluster_of(flags, ranks)
+    return cluster.link("inter" if ranks > cluster.ranks_per_node else "intra")
+
+
 def _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing) -> None:
     """Rank 0: the table, the verdict and reading, the legend, and --json."""
-    lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed)
+    lines = report.reading(records, model, runs, repeats=args.repeats, seed=cfg.seed,
+                           link=_modelled_flat_link(args, records[0]["ranks"]))
     if sharing:  # the scheduler decided these timings: no "beats", one line says why
         lines = [ln for ln in lines if not ln.startswith(("verdict:", "noise floor:"))]
         lines.insert(0, sharing)

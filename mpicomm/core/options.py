@@ -120,8 +120,9 @@ class ReducerFields:
     compute_scale: float = 1.0          # virtual clock: multiplies every compute charge, the
                                         # device model's or the host's CPU time (1e-12 to 1e6)
     accelerator: str | None = None      # virtual clock: the modelled device whose roofline
-                                        # charges compute: k80 p100 v100 a100 h100 h200, or
-                                        # host (this CPU's time); default: the --profile's, else
+                                        # charges compute: k80 p100 v100 a100 h100 h200 b200
+                                        # gb200, or host (this CPU's time); default: the
+                                        # --profile's, else
                                         # h100 (docs/virtual_clock.md)
     precision: str = "fp32"             # virtual clock: fp32 | fp16 | bf16: the device's FLOP
                                         # rate and the bytes a gradient value takes

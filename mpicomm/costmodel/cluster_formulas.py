@@ -212,12 +212,12 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
     Ranks r on node r // L; colocated servers on ranks s·p//S, dedicated ones the last S.
     Each rank has a send and a receive queue per class (full duplex); the messages one
     ``waitall`` posts to one class share it. Colocated pushes travel in ⌈(n/S)/piece⌉
-    rounds of m = min(n/S, piece) bytes (dedicated: one round of the whole shard):
+    rounds, round i of m_i = min(piece, n/S − i·piece) bytes (the last carries the rest, as
+    ``reducers/ps.py`` sends it; dedicated: one round of the whole shard):
 
         round(m) = α + max over ranks and classes c of (messages of class c)·m·β_c
         pull     = α + max over ranks and classes c of (messages of class c)·(n/S)·β_c
-        T        = (rounds − 1)·max(round(m), adds(m)) + max(round(r), adds(r)) + pull,
-                   adds(m) = (senders)·m·γ, r = n/S − (rounds − 1)·m (the last piece)
+        T        = Σ_i max(round(m_i), adds(m_i)) + pull,  adds(m) = (senders)·m·γ
 
     A server's receive (push) and send (pull) queue of a class carry its workers there (not
     itself); a worker's send and receive queue, the servers there (full duplex: the two
@@ -232,7 +232,7 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
     workers = list(range(p - s)) if dedicated else list(range(p))
     shard = n / s
     rounds = 1 if dedicated else max(1, math.ceil(shard / piece))
-    m = shard if dedicated else min(shard, piece)
+    sizes = [shard] if dedicated else [min(piece, shard - i * piece) for i in range(rounds)]
     links = (intra, inter)
 
     def busiest(size: float) -> float:
@@ -248,8 +248,4 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
         return alpha + worst
 
     senders = len(workers) - (0 if dedicated else 1)
-    last = shard - (rounds - 1) * m  # the last round carries what is left of the shard
-
-    def push(size: float) -> float:
-        return max(busiest(size), senders * size * gamma)
-    return (rounds - 1) * push(m) + push(last) + busiest(shard)
+    return sum(max(busiest(m), senders * m * gamma) for m in sizes) + busiest(shard)

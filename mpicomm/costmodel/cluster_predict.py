@@ -180,7 +180,7 @@ def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, no
             lat = multichannel_ring_time(p, 0.0, nodes, intra, inter, g, ch, c, pr.base[0])
             t = multichannel_ring_time(p, n, nodes, intra, inter, g, ch, c, pr.base[0]) - lat
             if pr.name == "Simple" and nodes > 1 and n / (max(1, ch) * p) >= 64:
-                lat *= nccl.RING_SIMPLE_PLATEAU
+                lat *= nccl.ring_simple_plateau(cluster)
             bus = 2 * (p - 1) / p * n  # bytes at bus bandwidth (ring: busBw = algBw·2(p−1)/p)
         else:
             lat = tree_time(p, 0.0, local, nodes, intra, inter, g, c, pr.base[1])

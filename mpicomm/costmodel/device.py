@@ -27,6 +27,20 @@ D5  NVIDIA H100 datasheet (SXM5, 2022): FP32 67 TFLOP/s; FP16 and BF16 tensor co
     directions) -> 64 GB/s one way.
 D6  NVIDIA H200 datasheet (SXM, 2023): the H100's compute (FP32 67, FP16/BF16 1,979 sparse
     -> 989.5 TFLOP/s dense); HBM3e 4.8 TB/s; PCIe Gen5 128 GB/s -> 64 GB/s one way.
+D8  NVIDIA B200 (HGX B200, 1,000 W): NVIDIA's HGX B200 specification table, per GPU:
+    FP16/BF16 tensor core 4.5 petaFLOPS "with sparsity" -> 2.25 dense; HBM3e "up to 8 TB/s"
+    (NVIDIA product page, preliminary, 2024; as reproduced in the stored copy read here);
+    FP32 80 TFLOP/s and FP16/BF16 2,250 dense for "the HGX variant of B200 ... at 1,000 W"
+    (G. Lockwood, glennklockwood.com/garden/processors/B200, from NVIDIA's Blackwell
+    technical brief). Host link: PCIe Gen5 x16 (the shipped B200 systems' host interface,
+    e.g. MLPerf Inference v6.0 "NVIDIA B200-SXM-180GB" system description:
+    "accelerator_host_interconnect": "PCIe Gen5 x16") -> D5's 64 GB/s one way.
+D9  NVIDIA GB200 (one Blackwell GPU of a GB200 superchip, NVL72): NVIDIA's GB200 NVL72
+    specification table, per superchip of 2 GPUs: FP16/BF16 tensor core 10 petaFLOPS with
+    sparsity -> 2.5 dense per GPU; HBM3e 16 TB/s -> 8 TB/s per GPU; the GPUs reach the Grace
+    CPU over NVLink-C2C, 900 GB/s (both directions) -> 450 GB/s one way; FP32 90 TFLOP/s and
+    FP16/BF16 2,500 dense for "the GB200 variant of B200 when configured to 1,200 W" (D8's
+    Lockwood page).
 D7  PCI Express 3.0 x16: 8 GT/s x 16 lanes, 128b/130b -> 15.75 GB/s one way (PCI-SIG
     PCIe Base Specification 3.0); the K80, P100 and V100 hosts' link.
 E1  Achieved share of peak FLOP/s: Narayanan et al., "Efficient Large-Scale Language Model
@@ -169,6 +183,8 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     _gpu("a100", 19.5, 312, 312, 2039, _PCIE4, "D4"),
     _gpu("h100", 67, 1979 / 2, 1979 / 2, 3350, _PCIE5, "D5"),
     _gpu("h200", 67, 1979 / 2, 1979 / 2, 4800, _PCIE5, "D6"),
+    _gpu("b200", 80, 4500 / 2, 4500 / 2, 8000, _PCIE5, "D8"),
+    _gpu("gb200", 90, 5000 / 2, 5000 / 2, 8000, 450 * _G, "D9 (NVLink-C2C to the Grace host)"),
     Device(HOST, source="this machine's CPU time (time.thread_time)", cpu_time=True),
 )}
 

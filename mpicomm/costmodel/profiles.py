@@ -61,8 +61,23 @@ S9  NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain (NVLink 5, 1.8 TB
     each compute tray's 4 GPUs with 4x ConnectX-7 400 Gb/s: one NIC per GPU.
 S8  GCP A3 Mega (8x H100, 8x 200 Gb/s NICs, GPUDirect-TCPXO), nccl-tests table in
     github.com/lessizzmore/create-a3mega-ztan-fork file ztan-NCCL-test-result, 16 GPUs:
-    8 B in 135.8 us -> per inter step (135.8 - 6.6 - 2*7*0.6)/2 = 60.4 us through the tree
-    formula; 8 GiB at algbw 180.71 GB/s on 8x25 GB/s -> efficiency 0.90. Calibration rows.
+    8 B in 135.8 us -> per inter step (135.8 - 8.4 - 2*7*4.0)/2 = 35.7 us through the tree
+    formula with NCCL's Simple constants (S11: base 8.4 us, NVLink hop 4.0 us; the only
+    protocol A3 Mega runs, S14); 8 GiB at algbw 180.71 GB/s on 8x25 GB/s -> efficiency
+    0.90. Calibration rows. (Until 2026-12-03 the 8 B row was read through the LL tree,
+    6.6 and 0.6 us, giving 60.4 us: A3 Mega does not run LL, S14.) The generic Ethernet
+    profiles (ethernet-100g, -25g) run all of NCCL's protocols, so at 8 B their NCCL picks
+    LL: for them the same row is read through the LL tree, (135.8 - 6.6 - 2*7*0.6)/2 =
+    60.4 us per inter step, the α with which a profile that runs LL reproduces the row.
+S14 Google's nccl-tests recipe for A3 Mega (github.com/AI-Hypercomputer/gpu-recipes,
+    src/helm-charts/a3mega/nccl-tests/run_test.sh, commit d9e8da3): ``NCCL_ALGO="Ring,Tree"``,
+    ``NCCL_PROTO=Simple``, ``NCCL_NVLS_ENABLE="0"`` (the same in GCP's TCPXO environment
+    profile that S8's run passes as ``-x ${HOST_VARS}``) -> ``NCCL_CONFIG``: gcp-a3-mega runs
+    ring and tree with the Simple protocol only, and no NVLink SHARP (``in_network`` None).
+S15 NCCL src/graph/tuning.cc (S11's commit): ``nvlsEfficiency`` Hopper 0.85, Blackwell 0.74
+    (the share of the NVLink bandwidth NVLS reaches) -> a Blackwell switch reduction is
+    S3's Hopper measurement x 0.74/0.85 (``NVLS_EFF_BLACKWELL``); ring Simple's plateau
+    factor is 1.9 below compute capability 8.0 (Volta: Summit), 1.4 from it.
 
 γ: an in-place add reads two bytes and writes one per byte: HBM rate / 3 (H100 3.35 TB/s ->
 ~1 TB/s; B200 8 TB/s -> 2.7 TB/s; A100 2.0 TB/s -> 0.67 TB/s; V100 0.9 TB/s -> 0.3 TB/s).
@@ -88,15 +103,18 @@ __all__ = ["CLUSTERS", "cluster", "build_cluster", "LINKS_NAME", "profile_fields
            "cluster_of", "NVLINK_EFF", "IB_EFF",
            "NVLS_EFF", "ETH_EFF", "Protocol",
            "NCCL_PROTOCOLS", "TREE_CORRECTION", "nccl_protocols", "net_plugin_latency",
-           "net_overhead", "ll_max_busbw", "DEVICE_OF"]
+           "net_overhead", "ll_max_busbw", "DEVICE_OF", "NCCL_CONFIG", "ring_simple_plateau",
+           "NVLS_EFF_BLACKWELL"]
 
 _GB = 1e9
 NVLINK_EFF = 370 / 450  # S3
 NVLS_EFF = 275 / 450  # S3
+NVLS_EFF_BLACKWELL = NVLS_EFF * 0.74 / 0.85  # S3 x S15 (NCCL's Blackwell/Hopper NVLS share)
 IB_EFF = 47 / 50  # S4
 ETH_EFF = 0.90  # S8 (calibration)
 _CALL, _NVL_STEP, _IB_STEP, _NVLS_LAT = 6.6e-6, 0.6e-6, 2.7e-6, 25e-6  # S5
-_ETH_STEP = 60.4e-6  # S8 (calibration)
+_ETH_STEP = 60.4e-6  # S8 (calibration) read through the LL tree: profiles that run LL
+_TCPXO_STEP = 35.7e-6  # S8 (calibration) read through the Simple tree: A3 Mega (S14)
 _EFA_PLUGIN = 75e-6  # S10: the network plugin's declared latency
 _EFA_STEP = _IB_STEP + _EFA_PLUGIN  # S5 + S10
 SUMMIT_EDR_EFF = 23 / 25  # S13: 23 GB/s node injection over 2x EDR 12.5 GB/s
@@ -106,8 +124,12 @@ def _nvlink(rate: float, src: str) -> Link:
     return Link(_NVL_STEP, rate, NVLINK_EFF, f"{src}; efficiency S3; alpha S5")
 
 
-def _nvls(rate: float, src: str) -> Link:
-    return Link(_NVLS_LAT, rate, NVLS_EFF, f"NVLink SHARP at {src}; efficiency S3; alpha S5")
+def _nvls(rate: float, src: str, eff: float = NVLS_EFF, eff_src: str = "S3") -> Link:
+    return Link(_NVLS_LAT, rate, eff, f"NVLink SHARP at {src}; efficiency {eff_src}; alpha S5")
+
+
+def _nvls_blackwell(src: str) -> Link:
+    return _nvls(900 * _GB, src, NVLS_EFF_BLACKWELL, "S3 x S15")
 
 
 def _ib(gbps: float, src: str) -> Link:
@@ -115,9 +137,9 @@ def _ib(gbps: float, src: str) -> Link:
                                                    "efficiency S4; alpha S5")
 
 
-def _eth(gbps: float, src: str) -> Link:
-    return Link(_ETH_STEP, gbps * _GB / 8, ETH_EFF, f"{gbps:g} GbE per NIC ({src}); "
-                                                    "efficiency and alpha S8 (calibration)")
+def _eth(gbps: float, src: str, step: float = _ETH_STEP) -> Link:
+    return Link(step, gbps * _GB / 8, ETH_EFF, f"{gbps:g} GbE per NIC ({src}); "
+                                               "efficiency and alpha S8 (calibration)")
 
 
 _H100 = dict(ranks_per_node=8, intra=_nvlink(450 * _GB, "S1"), gamma_s_per_byte=1 / (1000 * _GB),
@@ -131,15 +153,16 @@ CLUSTERS: dict[str, Cluster] = {c.name: c for c in (
             source="as dgx-h100-ib400 with HDR InfiniBand, 200 Gb/s per NIC", **_H100),
     Cluster("dgx-b200-ib400", 8, _nvlink(900 * _GB, "S6"), _ib(400, "S2"), 3 / (8000 * _GB), 8,
             "DGX B200: 8 B200 on NVLink 5 (S6), 8x ConnectX-7 400 Gb/s (S2)", _CALL,
-            in_network=_nvls(900 * _GB, "S6")),
+            in_network=_nvls_blackwell("S6")),
     Cluster("gb200-nvl72", 72, _nvlink(900 * _GB, "S9"), _ib(400, "S9"), 3 / (8000 * _GB), 72,
             "GB200 NVL72: one 72-GPU NVLink 5 domain (S9) with NVLink SHARP; 400 Gb/s per GPU "
-            "between racks", _CALL, in_network=_nvls(900 * _GB, "S9")),
+            "between racks", _CALL, in_network=_nvls_blackwell("S9")),
     Cluster("dgx-a100-ib200", 8, _nvlink(300 * _GB, "S7"), _ib(200, "S7"), 3 / (2000 * _GB), 8,
             "DGX A100: 8 A100 on NVLink 3, 8x HDR 200 Gb/s (S7); no NVLink SHARP", _CALL),
-    Cluster("gcp-a3-mega", inter=_eth(200, "S8"), nics_per_node=8,
-            source="GCP A3 Mega: 8 H100 (S1), 8x 200 Gb/s GPUDirect-TCPXO Ethernet (S8)",
-            **_H100),
+    Cluster("gcp-a3-mega", inter=_eth(200, "S8, S14", _TCPXO_STEP), nics_per_node=8,
+            source="GCP A3 Mega: 8 H100 (S1), 8x 200 Gb/s GPUDirect-TCPXO Ethernet (S8); "
+            "NCCL ring and tree, Simple, no NVLink SHARP (S14)",
+            **{**_H100, "in_network": None}),
     Cluster("aws-p5-efa", inter=Link(_EFA_STEP, 400 * _GB / 8, 1.0, "4x 100 Gb/s EFA per GPU "
                                      "(S10); alpha S5 + S10's plugin latency"),
             nics_per_node=8, source="AWS p5.48xlarge: 8 H100 (S1), 32x 100 Gb/s EFA v2 (S10)",
@@ -185,6 +208,8 @@ NCCL_PROTOCOLS = (  # S11: baseLatencies, hwLatencies[NVLINK], hwLatencies[NET],
 )
 NVLS_SWITCH_S, NVLSTREE_NET_S = 25e-6, 20.9e-6  # S11: NVLINK NVLS Simple; NET NVLSTree Simple
 RING_SIMPLE_PLATEAU = 1.4  # S11: ring Simple latency across nodes (compute capability >= 8.0)
+RING_SIMPLE_PLATEAU_VOLTA = 1.9  # S15: the same below compute capability 8.0
+NCCL_CONFIG = {"gcp-a3-mega": ("Simple",)}  # S14: the protocols a profile's NCCL is set to run
 # S11 treeCorrectionFactor[LL, LL128, Simple][log2(n / 64)], 64 B to 256 MiB; 1.0 beyond
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
@@ -197,10 +222,10 @@ TREE_CORRECTION = {
 
 
 # the accelerator each named cluster brings (``Cluster.device``; costmodel/device.py's
-# datasheets, the GPUs of S1, S7, S13): B200 and the PCIe clusters' GPUs have no device
-# profile yet (None: ``--accelerator`` or the default device)
-DEVICE_OF = {"dgx-h100-ib400": "h100", "dgx-h100-ib200": "h100", "dgx-b200-ib400": None,
-             "gb200-nvl72": None, "dgx-a100-ib200": "a100", "gcp-a3-mega": "h100",
+# datasheets, the GPUs of S1, S6, S7, S9, S13): the PCIe clusters' GPUs are unnamed (None:
+# ``--accelerator`` or the default device)
+DEVICE_OF = {"dgx-h100-ib400": "h100", "dgx-h100-ib200": "h100", "dgx-b200-ib400": "b200",
+             "gb200-nvl72": "gb200", "dgx-a100-ib200": "a100", "gcp-a3-mega": "h100",
              "aws-p5-efa": "h100", "summit-v100-edr": "v100", "ethernet-400g": "h100",
              "ethernet-100g": None, "ethernet-25g": None}
 CLUSTERS = {name: replace(c, device=device(DEVICE_OF[name]) if DEVICE_OF[name] else None)
@@ -239,7 +264,16 @@ def nccl_protocols(c: Cluster) -> tuple[Protocol, ...] | None:
     A cluster built elsewhere (``build_cluster`` of link flags, a test's) keeps its own single α per
     hop; a profile changed by ``dataclasses.replace`` (a NIC count, a rate) keeps its name.
     """
-    return NCCL_PROTOCOLS if c.name in CLUSTERS and c.pipelined else None
+    if c.name not in CLUSTERS or not c.pipelined:
+        return None
+    allowed = NCCL_CONFIG.get(c.name)
+    return tuple(p for p in NCCL_PROTOCOLS if allowed is None or p.name in allowed)
+
+
+def ring_simple_plateau(c: Cluster) -> float:
+    """NCCL's factor on ring Simple's latency across nodes (S11, S15: 1.9 on Volta)."""
+    volta = GPU_GENERATION.get(c.name) == "volta"
+    return RING_SIMPLE_PLATEAU_VOLTA if volta else RING_SIMPLE_PLATEAU
 
 
 def cluster(name: str) -> Cluster:

@@ -9,9 +9,10 @@ of one reducer's links reaches another) gives its arrival. Per message of n byte
 class c (intra- or inter-node, from the node map; α, β of ``Cluster.link(c)``):
 
 1. send (``isend``): the sends a rank posts in a row (until its next other
-   transport call) form a batch that starts on the send queue of class c at
-   max(first post, queue free) and shares it fairly (a NIC interleaves them): k
-   equal messages all end at start + k·n·β. Each carries a 16-byte stamp
+   transport call) form a batch on the send queue of class c; each starts at
+   max(its post, queue free) and the ones in flight share it fairly (a NIC
+   interleaves them): k equal messages posted together all end at start + k·n·β,
+   one posted after the others have left goes alone. Each carries a 16-byte stamp
    (start, end) on a twin communicator (``comm.Dup()``, same peer, same tag: MPI's
    non-overtaking rule pairs stamps and payloads in order, also for
    ``recv_any``'s ANY_SOURCE), posted when the batch is booked.
@@ -234,10 +235,12 @@ class VirtualTransport(BlockingByRequests, Transport):
     def _book(self, sends: list, receiving: tuple[bool, bool] = (False, False)) -> None:
         """Put a batch of sends (posted one after another) on this rank's send queues.
 
-        Per class, the batch starts when the queue is free and its first message was
-        posted; its messages share the interface fairly (a NIC interleaves the messages
-        posted to it), so with k in flight each moves at 1/k of the rate and the smallest
-        ends first: equal messages all end at start + k·m·β. Each stamp carries the
+        Per class, each message starts when the queue is free and it was posted; the
+        messages in flight share the interface fairly (a NIC interleaves the messages
+        posted to it, ``_share``), so with k in flight each moves at 1/k of the rate and
+        the smallest ends first: equal messages posted together all end at start + k·m·β,
+        and one posted after the others have left runs alone (a pipeline stage's forward
+        sends, compute between them, do not wait for one another). Each stamp carries the
         message's (start, end): the bytes flow between them. When the rank also receives
         on the class in the same wait (``receiving``: a ``sendrecv``, an exchange step),
         a message holds the queue for the link's exchange time (``_wire``)."""
@@ -247,16 +250,12 @@ class VirtualTransport(BlockingByRequests, Transport):
                 continue
             wires = self._wires[receiving[c], self._cold()]
             free = self._send_free[c]
-            first = min(m.t0 for m in batch)
-            start = first if first > free else free
-            t, prev, k = start, 0.0, len(batch)
-            for i, m in enumerate(sorted(batch, key=lambda m: m.nbytes)):
-                wire = wires[m.peer](m.nbytes)
-                t += (k - i) * (wire - prev)
-                prev = wire
-                m.stamp[0], m.stamp[1] = start, t
-                m.done_at = t
-            self._send_free[c] = t
+            starts = [m.t0 if m.t0 > free else free for m in batch]
+            ends = _share(starts, [wires[m.peer](m.nbytes) for m in batch])
+            for m, start, end in zip(batch, starts, ends, strict=True):
+                m.stamp[0], m.stamp[1] = start, end
+                m.done_at = end
+            self._send_free[c] = max(ends)
 
     def _arrive(self, start: float, end: float, nbytes: int, source: int,
                 exchange: bool = False, posted: float = 0.0) -> float:
@@ -446,6 +445,41 @@ class VirtualTransport(BlockingByRequests, Transport):
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
+
+
+def _share(starts: list[float], wires: list[float]) -> list[float]:
+    """Each message's end on one interface shared fairly (processor sharing): message i
+    joins at ``starts[i]`` needing ``wires[i]`` seconds of the whole interface, and the k in
+    flight each move at 1/k of its rate, so the one with the least left ends first. Equal
+    messages posted together all end at start + k·wire; one posted after the others have
+    ended runs alone from its own start (never ends before it was posted)."""
+    order = sorted(range(len(starts)), key=starts.__getitem__)
+    ends = [0.0] * len(starts)
+    left: dict[int, float] = {}  # in flight: seconds of the whole interface still to move
+    t, j = starts[order[0]], 0
+    while j < len(order) or left:
+        while j < len(order) and starts[order[j]] <= t:  # 1. the messages posted by now join
+            left[order[j]] = wires[order[j]]
+            j += 1
+        if not left:  # 2. the interface idles until the next post
+            t = starts[order[j]]
+            continue
+        k, least = len(left), min(left.values())
+        done = t + k * least
+        join = starts[order[j]] if j < len(order) else math.inf
+        if join < done:  # 3. one joins before any ends: each has moved (join - t)/k
+            moved = (join - t) / k
+            for i in left:
+                left[i] -= moved
+            t = join
+            continue
+        for i in [i for i, w in left.items() if w == least]:  # 4. the least left end
+            ends[i] = done
+            del left[i]
+        for i in left:
+            left[i] -= least
+        t = done
+    return ends
 
 
 def _rendezvous(spec: Any) -> float:

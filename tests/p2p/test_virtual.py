@@ -483,3 +483,37 @@ def test_model_charges_reductions_at_the_clocks_compute_scale():
     assert got == pytest.approx(cluster_time(
         "ring", 4, 256, dataclasses.replace(charged, gamma_s_per_byte=gamma), opts), rel=1e-12)
     assert params.gamma == [2e-10, 3e-10, 5e-10]  # the measured record is left as it was
+
+
+def test_model_predicts_the_devices_adds_under_the_device_model():
+    """Under the device model (the virtual clock's default) the clock charges an add on the
+    modelled device, but ``model``'s predicted column kept this host's measured γ: at 4 ranks
+    on one node a one-server ps at 1 MiB was predicted 991 then 3,211 us in two runs against
+    643 us measured both times (exercise 6). Now the device's γ: the host's does not enter."""
+    import dataclasses
+
+    from mpicomm.bench.model_cmd import predicted
+    from mpicomm.core import clock, flops
+    from mpicomm.core.clock import VirtualClock
+    from mpicomm.costmodel.cluster_predict import cluster_time
+    from mpicomm.costmodel.device import device
+    from mpicomm.costmodel.formulas import LinkModel, ModelParams
+    from mpicomm.costmodel.profiles import build_cluster
+
+    sizes = [8, 64, 512]
+    link = LinkModel(1e-6, sizes, [1e-9] * 3)
+    slow, fast = (ModelParams(link, link, sizes, [g] * 3) for g in (1e-8, 1e-11))  # host γ
+    charged = build_cluster(ranks_per_node=4)
+    opts = {"servers": 1, "crossover_bytes": 1 << 16}
+    clock.set_source(VirtualClock().now, "virtual")
+    flops.use(device("h100"))
+    try:
+        gamma = flops.gamma()
+        got = [predicted("ps", 4, 1 << 20, params, dict(opts), charged) for params in (slow, fast)]
+    finally:
+        flops.reset()
+        clock.reset()
+    assert gamma == pytest.approx(3 / device("h100").memory_bytes_per_s)  # 3 bytes a byte
+    want = cluster_time("ps", 4, 1 << 20, dataclasses.replace(charged, gamma_s_per_byte=gamma),
+                        dict(opts))
+    assert got == [pytest.approx(want, rel=1e-12)] * 2

@@ -160,22 +160,32 @@ def test_idle_shares_are_of_stage_zeros_span_and_the_bubble_is_the_busiest_stage
 @pytest.mark.slow
 def test_measured_bubble_is_the_formula_in_virtual_time():
     """Target: P = 4, M = 4 and 16: the bubble measured with the virtual clock (the busiest
-    stage's idle share of the forward/backward span) within 10% of (P-1)/(M+P-1), on stages of
-    equal cost (the formula's assumption: docs/parallelism.md); held here to 2% (measured: +0.2
-    to +0.7%, the messages). The stages' compute is charged
-    by a flop model (``bubble_virtual.py``), so they are equal on any host and under any load:
-    charged as CPU time, one stage running slow for a whole run moved GPipe's bubble by -42%
-    on CI's busy host. What remains between formula and measurement is the messages between
-    stages (charged by the link model; the formula has none) and the clock's idle reading."""
+    stage's idle share of the forward/backward span) within 10% of (P-1)/(M+P-1) on stages of
+    equal cost (the formula's assumption: docs/parallelism.md); held here to 2% of what the
+    schedule gives these stages (``simulate``): the formula for 1F1B, more for GPipe. The
+    stages' compute is charged by a flop model (``bubble_virtual.py``), so they cost the same
+    on any host and under any load (charged as CPU time, one stage running slow for a whole
+    run moved GPipe's bubble by -42% on CI's busy host). What remains is the messages between
+    stages (charged by the link model; the schedule has none) and the clock's idle reading."""
     res = run_mpi(4, ["-m", "mpi4py", str(BUBBLE), "1f1b:4,1f1b:16,gpipe:4,gpipe:16"],
                   timeout=600)
     res.expect_ok()
     runs = res.records[0]["runs"]
     assert set(runs) == {"1f1b:4", "1f1b:16", "gpipe:4", "gpipe:16"}
+    # the stages' F + B are equal (3 units), F and B apart are not: stage 0's F is 1.5 and
+    # its B 1.5, the others' 1 and 2. 1F1B's steady state goes at max(F + B): the formula.
+    # GPipe's phases go at max F and max B: 0.467 and 0.256 (it read the formula while a
+    # batch of sends shared one start, so stage 0's later activations "arrived" before they
+    # were computed: tests/p2p/test_virtual_queue.py)
+    F, B = [1.5, 1.0, 1.0, 1.0], [1.5, 2.0, 2.0, 2.0]
     for run, v in runs.items():
+        kind, M = run.split(":")
         assert v["clock"] == "virtual", run
-        assert v["bubble_formula"] == pytest.approx(3 / (int(run.split(":")[1]) + 3))
-        assert v["bubble_measured"] == pytest.approx(v["bubble_formula"], rel=0.02), (run, v)
+        assert v["bubble_formula"] == pytest.approx(3 / (int(M) + 3))
+        want = simulate(schedule(kind, 4, int(M)), F, B).busiest_bubble
+        assert v["bubble_measured"] == pytest.approx(want, rel=0.02), (run, v, want)
+        if kind == "1f1b":
+            assert want == pytest.approx(v["bubble_formula"])
 
 
 def test_replica_nodes_count_the_replicas_of_a_part_per_node():
