@@ -216,10 +216,19 @@ def run(args: argparse.Namespace) -> int:
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
     model = _cost_params(comm, records[0], hier_rpn, args)
-    for name, rec in zip(names, records, strict=True):
-        # the layout each ran on (``_rounds``): hierarchical on its nodes, the others on the job's
+    _predict(args, cfg, run_cfgs, records, model, (hier_rpn, user_rpn))
+    if rank0:
+        _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
+    return 0
+
+
+def _predict(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, records: list[dict],
+             model: ModelParams, rpn: tuple[int | None, int | None]) -> None:
+    """Each record's predicted comm time (and with --model its whole step), on the layout it
+    ran on (``_rounds``: ``rpn`` is hierarchical's nodes, the others')."""
+    for name, rec in zip(run_cfgs, records, strict=True):
         opts = {**cfg.reducer_options(),
-                "ranks_per_node": hier_rpn if name == "hierarchical" else user_rpn}
+                "ranks_per_node": rpn[0] if name == "hierarchical" else rpn[1]}
         # auto: at the switch size it actually used (its own calibration), not this model's;
         # the real parameter server (ps:MODE) has no allreduce formula
         rec["predicted_comm_s"] = None if ":" in name else predicted_comm(
@@ -228,9 +237,6 @@ def run(args: argparse.Namespace) -> int:
             rec["predicted_step_s"] = run_step_s(run_cfgs[name], name, rec["ranks"],
                                                  charged_cluster(name, rec, model, opts, args),
                                                  opts, flops.describe()["name"])
-    if rank0:
-        _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
-    return 0
 
 
 def _cost_params(comm: Any, rec: dict, hier_rpn: int | None,
