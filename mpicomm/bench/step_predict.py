@@ -23,8 +23,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from types import SimpleNamespace
 
 from mpicomm.core.errors import ConfigError
+from mpicomm.core.flags import is_given
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
 from mpicomm.costmodel.ps_placement import PLACEMENTS, ps_placed_time, server_loads
@@ -39,11 +41,13 @@ from mpicomm.costmodel.step import (
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import MODEL_NAMES, Workload, check_model, workload
 
-__all__ = ["add_arguments", "step_rows", "run_step_predict", "STEP_ONLY", "DEFAULT_BUCKET_MB"]
+__all__ = ["add_arguments", "step_rows", "run_step_predict", "run_step_s", "STEP_ONLY",
+           "DEFAULT_BUCKET_MB"]
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
 STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
              "ps_servers_on", "ps_node_reduce")
+GAMMA_DEFAULT = (None, "1000GB/s")  # --gamma-rate not given (bench.predict's default)
 NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
 
 
@@ -77,14 +81,22 @@ def check_args(args: argparse.Namespace) -> Workload:
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.single_rate is not None:
         rate_compute(w, 1, args.single_rate)  # refuses <= 0, nan, inf
+        if getattr(args, "accelerator", None) is not None:
+            raise ConfigError(f"--accelerator {args.accelerator} cannot take effect with "
+                              f"--single-rate {args.single_rate:g}: the measured rate is the "
+                              "compute; drop one of them")
     if not 0 <= args.bucket_mb < float("inf"):
         raise ConfigError(f"--bucket-mb must be >= 0, got {args.bucket_mb}")
     return w
 
 
-def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: int) -> Compute:
+def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster,
+             bucket_sizes: list[int]) -> tuple[Compute, Cluster]:
+    """The step's compute, and the cluster whose reductions' adds are the device's (γ = 3
+    bytes moved a byte at its memory bandwidth, as the virtual clock charges them, unless
+    --gamma-rate gives one); a measured rate leaves the cluster's γ."""
     if args.single_rate is not None:
-        return rate_compute(w, args.batch_size, args.single_rate)
+        return rate_compute(w, args.batch_size, args.single_rate), cluster
     from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
 
     own = getattr(cluster, "device", None)  # a profile's own device (a Device or its name)
@@ -94,7 +106,10 @@ def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster, buckets: i
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
     precision = getattr(args, "precision", None) or "fp32"
-    return device_compute(w, args.batch_size, dev, precision, buckets=buckets)
+    if not is_given(args, "gamma_rate", getattr(args, "gamma_rate", None) not in GAMMA_DEFAULT):
+        cluster = dataclasses.replace(cluster, gamma_s_per_byte=3.0 / dev.memory_bytes_per_s)
+    return device_compute(w, args.batch_size, dev, precision, bucket_sizes,
+                          getattr(args, "weight_decay", 1e-4) != 0), cluster
 
 
 def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
@@ -126,11 +141,12 @@ def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: li
 def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
               args: argparse.Namespace) -> list[dict]:
     """One row per rank count and strategy: step time, samples/s, scaling efficiency."""
-    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]
-    plan = plan_buckets(w.flat_tensors(), itemsize, args.bucket_mb * 2**20)
+    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]  # a value on the wire
+    # train's gradients are float32 whatever --precision: its engine plans buckets on them
+    plan = plan_buckets(w.flat_tensors(), ITEMSIZE["fp32"], args.bucket_mb * 2**20)
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
-    compute = _compute(w, args, cluster, len(buckets))
+    compute, cluster = _compute(w, args, cluster, [b.size for b in plan])
     one = step_time(compute, buckets, lambda nbytes: 0.0, not args.no_overlap)
     rows = []
     for p in ranks:
@@ -142,6 +158,29 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
             local, nodes = layout(p, cluster, v.options_at(p))
             rows.append(_row(v.label, p, nodes, local, w, args.batch_size, compute, step, one))
     return rows
+
+
+def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
+               accelerator: str) -> float | None:
+    """The predicted step of one ``train --model`` run of ``strategy`` on ``p`` ranks (``cfg``
+    its ``TrainConfig``, ``cluster`` the one its virtual clock charges, ``accelerator`` its
+    device): the row ``model --predict --model`` gives for the same flags. None where the
+    run is not what the predictor models: ZeRO, accumulation, --overlap-forward, a codec,
+    float64 buffers, --flop-rate, --compute-scale, stragglers or jitter."""
+    if (cfg.model is None or cfg.strategy == "zero" or cfg.accumulate != 1
+            or cfg.overlap_forward or cfg.compress != "none" or cfg.dtype != "float32"
+            or cfg.flop_rate is not None or cfg.compute_scale != 1 or cfg.straggler
+            or cfg.jitter):
+        return None
+    args = argparse.Namespace(model=cfg.model, batch_size=cfg.batch_size, single_rate=None,
+                              bucket_mb=cfg.bucket_mb, no_overlap=not cfg.overlap,
+                              precision=cfg.precision, accelerator=accelerator,
+                              weight_decay=cfg.weight_decay, ps_placement="even",
+                              ps_servers_on="workers", ps_node_reduce=False)
+    variant = SimpleNamespace(label=strategy, strategy=strategy,
+                              options_at=lambda ranks: dict(options))  # as bench.predict.Variant
+    rows = step_rows(workload(cfg.model), cluster, [p], [variant], args)
+    return rows[0]["step_ms"] / 1e3 if rows else None
 
 
 def _row(label: str, p: int, nodes: int, local: int, w: Workload, batch: int,

@@ -35,6 +35,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
+from mpicomm.bench.step_predict import run_step_s
 from mpicomm.cli.config import add_train_flags, given, train_config
 from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core import clock, flops
@@ -216,17 +217,27 @@ def run(args: argparse.Namespace) -> int:
     records = [_median_run(runs[name], baseline) for name in names]
     # the α-β-γ parameters of this job's links, and each strategy's predicted comm time
     model = _cost_params(comm, records[0], hier_rpn, args)
-    for name, rec in zip(names, records, strict=True):
-        # the layout each ran on (``_rounds``): hierarchical on its nodes, the others on the job's
+    _predict(args, cfg, run_cfgs, records, model, (hier_rpn, user_rpn))
+    if rank0:
+        _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
+    return 0
+
+
+def _predict(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, records: list[dict],
+             model: ModelParams, rpn: tuple[int | None, int | None]) -> None:
+    """Each record's predicted comm time (and with --model its whole step), on the layout it
+    ran on (``_rounds``: ``rpn`` is hierarchical's nodes, the others')."""
+    for name, rec in zip(run_cfgs, records, strict=True):
         opts = {**cfg.reducer_options(),
-                "ranks_per_node": hier_rpn if name == "hierarchical" else user_rpn}
+                "ranks_per_node": rpn[0] if name == "hierarchical" else rpn[1]}
         # auto: at the switch size it actually used (its own calibration), not this model's;
         # the real parameter server (ps:MODE) has no allreduce formula
         rec["predicted_comm_s"] = None if ":" in name else predicted_comm(
             name, rec, model, opts, args)
-    if rank0:
-        _print_results(args, cfg, records, runs, model, topology, baseline, names, sharing)
-    return 0
+        if cfg.model is not None and ":" not in name:  # --model: the whole step predicted
+            rec["predicted_step_s"] = run_step_s(run_cfgs[name], name, rec["ranks"],
+                                                 charged_cluster(name, rec, model, opts, args),
+                                                 opts, flops.describe()["name"])
 
 
 def _cost_params(comm: Any, rec: dict, hier_rpn: int | None,
@@ -260,17 +271,25 @@ def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | No
         return costmodel.predict(name, p, n, model, opts,
                                  rec.get("reducer", {}).get("crossover_bytes"))
     from mpicomm.costmodel.cluster_predict import cluster_time
+
+    n = n // np.dtype(getattr(flags, "dtype", "float32")).itemsize * flops.width()  # --precision
+    return cluster_time(name, p, n, charged_cluster(name, rec, model, opts, flags), opts)
+
+
+def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
+    """The cluster the virtual clock charged a run on (``cluster_of`` its flags), with γ the
+    modelled device's adds (``--accelerator host``: as measured here x ``--compute-scale``;
+    native's inside MPI) and the run's ranks per node."""
     from mpicomm.costmodel.profiles import cluster_of
 
+    p, n = rec["ranks"], rec["grad_bytes"]
     cluster = cluster_of(flags, p)
     gamma = flops.gamma()  # the device model's adds (None: --accelerator host, measured here)
     if gamma is None:  # host time: a strategy's adds as measured here; native's inside MPI
         gamma = cluster.gamma_s_per_byte if name == "native" else \
             model.gamma_at(n / p) * clock.virtual().scale
-    n = n // np.dtype(getattr(flags, "dtype", "float32")).itemsize * flops.width()  # --precision
-    cluster = dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
-                                  ranks_per_node=opts["ranks_per_node"] or p)
-    return cluster_time(name, p, n, cluster, opts)
+    return dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
+                               ranks_per_node=opts["ranks_per_node"] or p)
 
 
 def _run_layouts(args: argparse.Namespace) -> int:
@@ -320,6 +339,10 @@ def _layout_configs(args: argparse.Namespace, names: list[str],
     if size < 2:
         raise T.ConfigError("a comparison needs several ranks (mpiexec -n N, N >= 2)")
     cfg = train_config(args, strategy="ring")
+    if cfg.model is not None:  # the layouts split and size the MLP of --layers
+        raise T.ConfigError(f"--layouts cannot take effect with --model {cfg.model}: the "
+                            "layouts split the MLP of --layers; compare strategies on it with "
+                            "--strategies")
     layouts.check_layout_flags(cfg, names, given=given(args))
     cfgs = {name: layouts.layout_config(cfg, name, size) for name in names}
     for run_cfg in cfgs.values():  # every layout's refusals before the first one runs
@@ -390,6 +413,15 @@ def _clock_line(cfg) -> str:
             "(docs/virtual_clock.md)")
 
 
+def _step_line(cfg, records: list[dict], names: list[str]) -> str:
+    """--model: each strategy's virtual step beside the predictor's for the same flags."""
+    pairs = [f"{name} {1e3 * r['step_time_median_s']:.2f}/"
+             + (f"{1e3 * r['predicted_step_s']:.2f}" if r.get("predicted_step_s") else "-")
+             for name, r in zip(names, records, strict=True)]
+    return (f"{cfg.model}: step ms, this run/predicted (model --predict --model {cfg.model}, "
+            f"the same flags): {', '.join(pairs)}")
+
+
 def _modelled_flat_link(flags, ranks: int) -> tuple[float, float] | None:
     """Under the virtual clock, (α, β) of the modelled link a flat ring crosses (the inter-node
     class when the cluster has several nodes): what the reading quotes, as its model column
@@ -414,6 +446,8 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
     print(T.format_table(records, width=width))
     print()
     print(_clock_line(cfg))  # the reading's times are in this clock (records hold "clock")
+    if cfg.model is not None:
+        print(_step_line(cfg, records, names))
     for line in lines:
         print(line)
     print()

@@ -135,10 +135,11 @@ def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nod
               inter, shared, o: dict) -> float:
     """Ring, hierarchical and ps as mpicomm runs them: one blocking exchange per step."""
     g, nics, a0 = cluster.gamma_s_per_byte, cluster.nics_per_node, cluster.alpha_call_s
-    slow = (max(intra[0], inter[0]), max(intra[1], inter[1]))
+    # one rank a node: no step crosses an intra-node link, the inter one is the slowest
+    slow = inter if local == 1 else (max(intra[0], inter[0]), max(intra[1], inter[1]))
     if strategy == "ring":
         k = max(1, min(_channels(o.get("channels"), cluster), nics)) if nodes > 1 else 1
-        b = max(intra[1], inter[1] / k) if nodes > 1 else intra[1]
+        b = max(intra[1] if local > 1 else 0.0, inter[1] / k) if nodes > 1 else intra[1]
         return a0 + host.ring_time(p, n, slow[0], b, g)
     if strategy == "hierarchical":
         variant = o.get("variant") or "reduce_scatter"  # leader: one rank of a node crosses

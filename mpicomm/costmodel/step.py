@@ -13,10 +13,14 @@ The timeline the gradient engine runs (``engine/grad_engine.py``):
 3. a bucket is ready once its lowest layer (``ready_layer``) is final; one communication
    thread reduces the buckets in order, each starting when it is ready and the previous one
    is done: end_k = max(ready_k, end_{k−1}) + comm(bytes_k);
-4. the optimizer updates after the last bucket (``update_s``):
+4. after backward the training thread takes the buckets in order, waiting for each one's
+   reduction, then running its SGD update (``update_s[k]``; the loop's ``train.sgd.SGD``,
+   whose charge is ``sgd_update`` here), so the first buckets' updates run while the last
+   ones are still on the wire:
 
-       step = max(F + B, end_last) + update          (overlap, more than one bucket)
-       step = F + B + Σ_k comm(bytes_k) + update      (no overlap, or one bucket: the
+       t = F + B;  for each bucket k:  t = max(t, end_k) + update_k;  step = t
+                                                      (overlap, more than one bucket)
+       step = F + B + Σ_k (comm(bytes_k) + update_k)  (no overlap, or one bucket: the
                                                        engine reduces after backward)
 
 Throughput p·batch/step samples/s; weak-scaling efficiency = step(1 rank) / step(p ranks)
@@ -27,7 +31,8 @@ latency terms as the engine's buckets do.
 Compute comes either from a measured single-device rate (``rate_compute``: batch/R seconds,
 shared between the layers and between forward and backward in proportion to their FLOPs;
 the optimizer is inside the measured rate) or from the device model (``device_compute``: each
-layer a roofline kernel, ``Device.seconds``; the SGD update one kernel per bucket).
+layer a roofline kernel, ``Device.seconds``; each bucket's SGD update as ``sgd_update`` counts
+it, the kernels the loop's optimizer runs).
 """
 
 from __future__ import annotations
@@ -39,23 +44,38 @@ from dataclasses import dataclass
 from mpicomm.core.errors import ConfigError
 from mpicomm.workloads import Workload
 
-__all__ = ["Compute", "Step", "rate_compute", "device_compute", "step_time", "ITEMSIZE"]
+__all__ = ["Compute", "Step", "rate_compute", "device_compute", "step_time", "sgd_update",
+           "ITEMSIZE"]
 
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value takes at each precision
 
 
 @dataclass(frozen=True)
 class Compute:
-    """Seconds of each layer's forward and backward (forward order) and of the update."""
+    """Seconds of each layer's forward and backward (forward order) and of each bucket's
+    update (in the buckets' order; empty: inside a measured rate, nothing apart)."""
 
     fwd_s: tuple[float, ...]
     bwd_s: tuple[float, ...]
-    update_s: float
+    update_s: tuple[float, ...]
     source: str
 
     @property
     def total_s(self) -> float:
-        return sum(self.fwd_s) + sum(self.bwd_s) + self.update_s
+        return sum(self.fwd_s) + sum(self.bwd_s) + sum(self.update_s)
+
+    def update_of(self, k: int) -> float:
+        """Seconds of bucket ``k``'s update (0 inside a measured rate)."""
+        return self.update_s[k] if self.update_s else 0.0
+
+
+def sgd_update(n: int, weight_decay: bool = True) -> tuple[float, float, int]:
+    """(FLOPs, values moved, kernels) of the loop's SGD on ``n`` parameters (``train.sgd``
+    charges exactly this): v *= mu; v += g; [g = p·wd; v += g;] g = v·lr; p -= g, each
+    kernel 1 FLOP and 2-3 values an element."""
+    if weight_decay:
+        return 6.0 * n, 15.0 * n, 6
+    return 4.0 * n, 10.0 * n, 4
 
 
 @dataclass(frozen=True)
@@ -83,18 +103,21 @@ def rate_compute(w: Workload, batch: int, samples_per_s: float) -> Compute:
     total = batch / samples_per_s
     flops = w.fwd_flops + w.bwd_flops
     return Compute(tuple(total * layer.fwd_flops / flops for layer in w.layers),
-                   tuple(total * layer.bwd_flops / flops for layer in w.layers), 0.0,
+                   tuple(total * layer.bwd_flops / flops for layer in w.layers), (),
                    f"measured {samples_per_s:g} samples/s on one device")
 
 
 def device_compute(w: Workload, batch: int, device, precision: str = "fp32",
-                   buckets: int = 1) -> Compute:
+                   bucket_sizes: Sequence[int] | None = None,
+                   weight_decay: bool = True) -> Compute:
     """Each layer one roofline kernel forward and one or two backward (dX, dW) on ``device``,
     as ``workloads.model.WorkloadModel`` charges them in a virtual run.
 
     Bytes a layer moves: its output written and read back (2·out per sample) and its weights
-    read, each value at the precision's width; backward twice that. The update: SGD over the
-    fp32 weights (2 FLOPs, 12 bytes a parameter), one kernel per bucket.
+    read, each value at the precision's width; backward twice that. The update: the loop's
+    SGD on each bucket of ``bucket_sizes`` elements (default: one bucket of the whole model),
+    as ``sgd_update`` counts it (``weight_decay``: train's default 1e-4 is on), each value at
+    the precision's width as ``core.flops.charge`` moves it.
     """
     itemsize = ITEMSIZE[precision]
     fwd, bwd = [], []
@@ -103,9 +126,12 @@ def device_compute(w: Workload, batch: int, device, precision: str = "fp32",
         fwd.append(device.seconds(layer.fwd_flops * batch, moved, 1, precision))
         bwd.append(device.seconds(layer.bwd_flops * batch, 2 * moved,
                                   2 if layer.params else 1, precision))
-    n = w.num_params
-    update = device.seconds(2.0 * n, 12.0 * n, max(1, buckets), "fp32")
-    return Compute(tuple(fwd), tuple(bwd), update, f"device {device.name} ({precision})")
+    sizes = (w.num_params,) if bucket_sizes is None else bucket_sizes
+    update = []
+    for n in sizes:
+        ops, values, kernels = sgd_update(n, weight_decay)
+        update.append(device.seconds(ops, values * itemsize, kernels, precision))
+    return Compute(tuple(fwd), tuple(bwd), tuple(update), f"device {device.name} ({precision})")
 
 
 def step_time(compute: Compute, buckets: Sequence[tuple[float, int]],
@@ -125,12 +151,13 @@ def step_time(compute: Compute, buckets: Sequence[tuple[float, int]],
         done[i] = t
     backward_end = t
     costs = [comm(nbytes) for nbytes, _ in buckets]
+    updates = [compute.update_of(k) for k in range(len(buckets))]
     if overlap and len(buckets) > 1:
-        end = 0.0
-        for (_, layer), c in zip(buckets, costs, strict=True):  # 3.
-            end = max(done[layer], end) + c
-        finish = max(backward_end, end)
+        end, step = 0.0, backward_end
+        for (_, layer), c, u in zip(buckets, costs, updates, strict=True):
+            end = max(done[layer], end) + c  # 3. the communication thread
+            step = max(step, end) + u  # 4. the training thread: wait, then update
     else:
-        finish = backward_end + sum(costs)
-    step = finish + compute.update_s
-    return Step(step, compute.total_s, sum(costs), finish - backward_end, len(buckets))
+        step = backward_end + sum(costs) + sum(updates)
+    exposed = step - backward_end - sum(updates)
+    return Step(step, compute.total_s, sum(costs), exposed, len(buckets))

@@ -53,6 +53,7 @@ from mpicomm.nn import parse_layers
 from mpicomm.reducers import strategies
 from mpicomm.train import tensorboard
 from mpicomm.train.data import DEFAULT_HOLDOUT, DIGITS, DIGITS_LAYERS
+from mpicomm.workloads import check_model
 
 __all__ = ["TrainConfig", "TrainFields", "ConfigError", "SINGLE_RUN_ONLY", "check_world",
            "check_data_flags", "check_strategy_options", "ONE_RANK_NOTE", "field_fingerprints"]
@@ -74,6 +75,9 @@ class TrainFields(ReducerFields):
     """
 
     strategy: str = "native"            # gradient sync strategy (mpicomm.strategies())
+    model: str | None = None            # a real model's tensors and compute instead of the MLP:
+                                        # resnet50, vgg16, bert-large, ... (virtual clock;
+                                        # docs/workloads.md)
     layers: tuple[int, ...] = DEFAULT_LAYERS  # MLP widths features,hidden...,classes;
                                         # WxN repeats a width (256,64x48,10); with --data
                                         # digits the default is 64,128,10
@@ -205,6 +209,8 @@ def _validate(cfg: TrainConfig) -> None:
     valid = [*strategies(), "zero"]  # zero: sharded data parallelism (engine.zero)
     if cfg.strategy not in valid:
         bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(valid)}")
+    if cfg.model is not None:
+        check_model(cfg.model)  # an unknown name: one line listing the valid ones
     try:
         parse_layers(cfg.layers)  # normal already when it parses (``_normal_values``)
     except ValueError as exc:
@@ -493,8 +499,8 @@ def workers_of(cfg: TrainConfig, ranks: int) -> int:
 
 def _check_rows_per_step(cfg: TrainConfig, ranks: int) -> None:
     """The synthetic set must hold one optimizer step's rows (the ``Shard`` rule, known early)."""
-    if cfg.data is not None:  # a file or digits: the shard checks once the rows are known
-        return
+    if cfg.data is not None or cfg.model is not None:  # a file or digits: the shard checks
+        return                                          # once the rows are known; --model: none
     from mpicomm.train.data import DataError, check_rows_per_step
 
     try:

@@ -6,8 +6,9 @@
 2. world    the reducer, the parameter-server group (``--ps-mode``) or a split model's
             replicas × parts (``--pipeline-stages``, ``--tensor-parallel``: the group's
             reducer over the part's replicas) decides who trains and who only serves
-3. set-up   this worker's data shard, its model (the ``nn.MLP``, or a stage or shard of
-            it: ``parallel.parts``; flat params/grads either way), SGD momentum, resume
+3. set-up   this worker's data shard, its model (the ``nn.MLP``, a stage or shard of it:
+            ``parallel.parts``, or a real model's workload, ``--model``:
+            ``train.workload_setup``; flat params/grads each way), SGD momentum, resume
             from ``--checkpoint`` (the whole model's); a failure on any rank stops all
 4. engine   an ``engine.Engine``: ``GradEngine`` (buckets, overlap with backward,
             accumulation, the loop's SGD), ``PSEngine`` (push, the servers' SGD, pull) or
@@ -39,9 +40,16 @@ from mpicomm.core.topology import spans_world
 from mpicomm.costmodel import device
 from mpicomm.engine import Engine, GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
-from mpicomm.nn import MLP, layer_tensors
+from mpicomm.nn import MLP
 from mpicomm.reducers import make_reducer
-from mpicomm.train import metrics, parallel_setup, ps_setup, tensorboard, zero_setup
+from mpicomm.train import (
+    metrics,
+    parallel_setup,
+    ps_setup,
+    tensorboard,
+    workload_setup,
+    zero_setup,
+)
 from mpicomm.train.blas import limit_blas_threads
 from mpicomm.train.checkpoint import (
     PS_SERVER_PARAMS,
@@ -204,7 +212,7 @@ def make_world(cfg: TrainConfig, comm: Any, verbose: bool) -> World:
 def _check_threads(cfg: TrainConfig) -> None:
     """--overlap with several buckets needs MPI_THREAD_MULTIPLE: the same answer on every
     rank (the whole model's plan), before any message. ZeRO sends on the training thread."""
-    plan = plan_buckets(layer_tensors(cfg.layers), np.dtype(cfg.dtype).itemsize,
+    plan = plan_buckets(workload_setup.run_tensors(cfg), np.dtype(cfg.dtype).itemsize,
                         cfg.bucket_mb * 2**20)
     if cfg.overlap and len(plan) > 1 and cfg.strategy != zero_setup.ZERO:
         try:
@@ -268,7 +276,7 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
         world.say(
             f"{world.label}: {comm.Get_size()} ranks, {world.workers} workers"
             + (f" x {world.parts} parts" if world.group is not None else "") + " | model "
-            f"{_layers_text(cfg.layers)} ({job.model.num_params:,} params, "
+            f"{cfg.model or _layers_text(cfg.layers)} ({job.model.num_params:,} params, "
             f"{job.model.grads.nbytes / 2**10:,.0f} KiB of grads) | batch {cfg.batch_size}/worker"
             + (f" × {cfg.accumulate} micro-batches" if cfg.accumulate > 1 else "")
             + f", {world.global_batch} global | {job.ds.source}"
@@ -277,11 +285,14 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
 
 
 def _worker_state(cfg: TrainConfig, world: World) -> Job:
-    xp, ds = world.xp, load_dataset(cfg)
+    xp = world.xp
+    ds = workload_setup.no_data(cfg, world.workers) if cfg.model else load_dataset(cfg)
     shard = Shard(ds.x_train, ds.y_train, batch=cfg.batch_size, worker_rank=world.worker_rank,
                   num_workers=world.workers, seed=cfg.seed, xp=xp, accumulate=cfg.accumulate)
     if world.group is not None:  # a stage or a shard: the loop's model all the same
         model = parallel_setup.make_part(cfg, world.group)
+    elif cfg.model:  # a real model's tensors, its compute charged by the device model
+        model = workload_setup.make_model(cfg, world.worker_rank, xp)
     else:
         model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),

@@ -29,9 +29,9 @@ import numpy as np
 
 from mpicomm.core import clock, flops
 from mpicomm.engine import plan_buckets
-from mpicomm.nn import layer_tensors, num_params
 from mpicomm.train import metrics, ps_timeline, slow_rank
 from mpicomm.train.summary import history, scores, traffic, warm_steps
+from mpicomm.train.workload_setup import run_num_params, run_tensors
 
 __all__ = ["RunRecord", "build_record", "PS_FIELDS"]
 
@@ -96,6 +96,7 @@ class RunRecord:
     checkpoint_s: float
     reducer: dict
     clock: str                       # mpicomm.core.clock.name(): "wall" or "virtual"
+    model: str | None = None         # --model: the workload trained (None: the MLP of --layers)
     device: dict | None = None       # the modelled device charging compute (core.flops.describe);
                                      # None: this host's time (wall, or --accelerator host)
     optimizer_state_bytes: int = 0   # momentum bytes held, the most any rank holds (ZeRO: a shard)
@@ -150,8 +151,8 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
         strategy=world.label,
-        ranks=comm.Get_size(), workers=W, params=num_params(cfg.layers),
-        grad_bytes=num_params(cfg.layers) * np.dtype(cfg.dtype).itemsize,
+        ranks=comm.Get_size(), workers=W, params=run_num_params(cfg),
+        grad_bytes=run_num_params(cfg) * np.dtype(cfg.dtype).itemsize, model=cfg.model,
         global_batch=world.global_batch, steps=int(max(steps_by_worker, default=0)),
         steps_timed=int(n_timed // W), samples_per_sec=sps,
         step_time_median_s=float(np.median(series)) if series.size else NAN,
@@ -186,7 +187,7 @@ def _plan(cfg: Any, world: Any, job: Any) -> tuple[int, bool]:
     model: each part has its own plan; the most any part has)."""
     if cfg.ps_mode:
         return 1, False  # one push per server per step
-    tensors = layer_tensors(cfg.layers) if world.group is None else job.model.tensors
+    tensors = run_tensors(cfg) if world.group is None else job.model.tensors
     buckets = len(plan_buckets(tensors, np.dtype(cfg.dtype).itemsize, cfg.bucket_mb * 2**20))
     if world.group is not None:
         buckets = int(metrics.max_over_ranks(world.comm, np.array([buckets]))[0])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mpicomm.core import flops
+from mpicomm.costmodel.step import sgd_update
 
 __all__ = ["SGD"]
 
@@ -34,5 +35,4 @@ class SGD:
             v += g
         self.xp.multiply(v, lr, out=g)
         p -= g
-        n = p.size  # kernels of 2-3 values each: v*=, v+=, (wd: g=p*wd, v+=), g=v*lr, p-=
-        flops.charge((6 if self.wd else 4) * n, (15 if self.wd else 10) * n, 6 if self.wd else 4)
+        flops.charge(*sgd_update(p.size, bool(self.wd)))  # the predictor's count (one model)

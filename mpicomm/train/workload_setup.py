@@ -1,0 +1,118 @@
+"""What ``--model NAME`` adds to the one training loop: a real model's tensors and compute.
+
+    mpiexec -n 4 python -m mpicomm compare --model resnet50 --clock virtual --steps 10
+
+``train --model M`` and ``compare --model M`` run the same loop, engines and reducers as the
+MLP over ``workloads.model.WorkloadModel``: the model's parameter tensors in its own layout
+(bucketing, overlap and every reducer see ResNet-50's 161 tensors and 25,557,032
+parameters), each layer's forward and backward charged by the device model under the
+virtual clock, as ``costmodel.step.device_compute`` predicts them. Nothing is learnt (rank
+r's layer-i gradient is (i+1)(r+1)·1e-6, the loss 0) and no data is read.
+
+1. ``check_model_flags``: what cannot take effect with a workload, refused in one line
+   (``ConfigError``, the same on every rank, before any message);
+2. ``run_tensors`` / ``run_num_params``: the run's model's tensor list and size (the MLP's
+   from ``--layers``, or the workload's), for the thread check and the record;
+3. ``make_model`` and ``no_data``: the worker's model and the placeholder rows its shard
+   hands the loop (one column of zeros, one global batch: the loop's contract kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+from mpicomm.core import clock
+from mpicomm.core.errors import ConfigError
+from mpicomm.nn import layer_tensors
+from mpicomm.train.config import TrainConfig
+from mpicomm.train.data import Dataset
+from mpicomm.workloads import workload
+from mpicomm.workloads.model import WorkloadModel
+
+__all__ = ["check_model_flags", "run_tensors", "run_num_params", "make_model", "no_data"]
+
+_FIELDS = TrainConfig.__dataclass_fields__
+DATA_FLAGS = ("layers", "data", "train_samples", "test_samples", "eval_samples")
+
+
+def check_model_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
+    """Raise ``ConfigError`` for a flag that cannot take effect with ``--model`` (no MPI).
+
+    ``given``: the flags the command line set, so one typed at its default value counts too
+    (a config built in Python has none: its values alone tell)."""
+    if cfg.model is None:
+        return
+    m = f"--model {cfg.model}"
+    if clock.virtual() is None:
+        raise ConfigError(f"{m} needs the virtual clock (--clock virtual, or a --profile): "
+                          "its layers' compute is charged by the device model, and under the "
+                          "wall clock it would cost nothing")
+    if (cfg.accelerator or "").lower() == "host":
+        raise ConfigError(f"--accelerator host cannot take effect with {m}: its layers are "
+                          "charged by a modelled device (e.g. --accelerator h100), and this "
+                          "host computes nothing of them")
+    # (--holdout needs --data, which is refused here; --eval-samples only when typed: the
+    # docs test's MPICOMM_DOCS_QUICK shortens its default)
+    typed = set(given)
+    data = [f"--{name.replace('_', '-')}" for name in DATA_FLAGS if name in typed or (
+            name != "eval_samples" and getattr(cfg, name) != _FIELDS[name].default)]
+    if data:
+        raise ConfigError(f"{', '.join(data)} cannot take effect with {m}: the workload is "
+                          f"the model, and it reads no data")
+    _check_memory(cfg)
+    refused = [("--checkpoint", bool(cfg.checkpoint), "it learns nothing to save"),
+               ("--ps-mode", cfg.ps_mode is not None, "the servers build the MLP's "
+                "parameters; --strategy ps reduces the workload's gradient"),
+               ("--pipeline-stages", cfg.pipeline_stages > 1, "the stages split the MLP"),
+               ("--tensor-parallel", cfg.tensor_parallel > 1, "the shards split the MLP")]
+    for flag, bad, why in refused:
+        if bad:
+            raise ConfigError(f"{flag} cannot take effect with {m}: {why}")
+
+
+def _check_memory(cfg: TrainConfig) -> None:
+    """The workload's parameters, gradient and momentum on every rank of this host must fit
+    its available memory (a floor: the reducer's buffers come on top), else one line before
+    any rank allocates; no verdict where the memory is unknown."""
+    from mpicomm.core.memory import available_memory, ranks_on_this_host
+    from mpicomm.core.units import fmt_bytes
+
+    available, local = available_memory(), ranks_on_this_host()
+    need = 3 * run_num_params(cfg) * np.dtype(cfg.dtype).itemsize
+    if available is not None and need * local > available:
+        fits = max(0, available // need)
+        raise ConfigError(f"--model {cfg.model}: its parameters, gradient and momentum need at "
+                          f"least {fmt_bytes(need * local)} on this host ({fmt_bytes(need)} a "
+                          f"rank x {local} rank(s)), more than its {fmt_bytes(available)} "
+                          f"available; at most {fits} such rank(s) fit here")
+
+
+def run_tensors(cfg: TrainConfig) -> list[tuple[int, int, int]]:
+    """``(layer, lo, hi)`` of every tensor of the run's model (``nn.MLP.tensors`` layout)."""
+    if cfg.model is None:
+        return layer_tensors(cfg.layers)
+    return workload(cfg.model).flat_tensors()
+
+
+def run_num_params(cfg: TrainConfig) -> int:
+    """Parameters of the run's model: the MLP's of ``--layers``, or the workload's."""
+    return run_tensors(cfg)[-1][2]
+
+
+def make_model(cfg: TrainConfig, worker_rank: int, xp: Any) -> WorkloadModel:
+    """The worker's ``WorkloadModel`` (its gradients identify the worker: module docstring)."""
+    return WorkloadModel(workload(cfg.model), cfg.batch_size, rank=worker_rank,
+                         dtype=cfg.dtype, xp=xp)
+
+
+def no_data(cfg: TrainConfig, workers: int) -> Dataset:
+    """Rows of zeros, one feature, one global batch of them: a workload reads none."""
+    rows = cfg.batch_size * workers * cfg.accumulate
+    x = np.zeros((rows, 1), dtype=cfg.dtype)
+    y = np.zeros(rows, dtype=np.int64)
+    return Dataset(x, y, x[:workers], y[:workers],
+                   source=f"no data (--model {cfg.model}: the gradients are set per layer)")
+

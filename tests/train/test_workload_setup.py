@@ -1,0 +1,101 @@
+"""``--model NAME`` in the one loop (``train/workload_setup.py``): the refusals, each in one
+line, the run's tensor list, and the placeholder data. The runs themselves (a real model
+under mpiexec against the predictor) are tests/workloads/test_workload_runs.py."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mpicomm.train import workload_setup
+from mpicomm.train.checks import check
+from mpicomm.train.config import ConfigError, TrainConfig
+from mpicomm.workloads import workload
+
+
+@pytest.fixture
+def virtual(monkeypatch):
+    """A virtual clock in force, as ``cli.main`` installs it before the checks run."""
+    monkeypatch.setattr(workload_setup.clock, "virtual", lambda: SimpleNamespace())
+
+
+def test_an_unknown_model_is_refused_listing_the_valid_ones():
+    with pytest.raises(ConfigError, match="unknown model 'resnet5'; valid models: mlp, resnet50"):
+        TrainConfig(model="resnet5")
+
+
+def test_the_wall_clock_is_refused():
+    with pytest.raises(ConfigError, match="--model resnet50 needs the virtual clock"):
+        check(TrainConfig(model="resnet50"), 2)
+
+
+@pytest.mark.parametrize("flags, match", [
+    (dict(layers=(8, 8)), "--layers cannot take effect with --model vgg16"),
+    (dict(data="digits"), "--data cannot take effect"),
+    (dict(train_samples=100, test_samples=10), "--train-samples, --test-samples cannot"),
+    (dict(accelerator="host"), "--accelerator host cannot take effect with --model vgg16"),
+    (dict(accelerator="HOST"), "--accelerator host cannot take effect"),
+    (dict(checkpoint="c.npz"), "--checkpoint cannot take effect with --model vgg16"),
+    (dict(strategy="ps", ps_mode="sync"), "--ps-mode cannot take effect"),
+    (dict(pipeline_stages=2), "--pipeline-stages cannot take effect"),
+    (dict(tensor_parallel=2), "--tensor-parallel cannot take effect"),
+])
+def test_flags_that_cannot_take_effect_are_refused_in_one_line(virtual, flags, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        check(TrainConfig(model="vgg16", **flags), 4)
+    assert "\n" not in str(e.value)
+
+
+def test_a_data_flag_typed_at_its_default_is_refused_too(virtual):
+    with pytest.raises(ConfigError, match="--eval-samples cannot take effect"):
+        workload_setup.check_model_flags(TrainConfig(model="vgg16"), given={"eval_samples"})
+    workload_setup.check_model_flags(TrainConfig(model="vgg16", eval_samples=512))  # the docs
+    # test's MPICOMM_DOCS_QUICK default: no one typed it
+
+
+def test_a_model_too_large_for_this_host_is_refused_before_any_allocation(virtual,
+                                                                          monkeypatch):
+    from mpicomm.core import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 * 2**30)
+    monkeypatch.setattr(memory, "ranks_on_this_host", lambda default=1: 8)
+    with pytest.raises(ConfigError, match=r"--model bert-large: .* \(3\.75 GiB a rank x 8 "
+                       r"rank\(s\)\), more than its 10 GiB available; at most 2 such") as e:
+        check(TrainConfig(model="bert-large"), 8)  # 3 x 1.34 GB a rank
+    assert "\n" not in str(e.value)
+    check(TrainConfig(model="resnet50"), 8)  # 8 x 3 x 102 MB fit
+
+
+def test_what_does_take_effect_is_accepted(virtual):
+    """The engine, the strategies' options and the device flags act on a workload as on the
+    MLP; and the synthetic set's rows bound no batch (a workload reads none)."""
+    cfg = TrainConfig(model="resnet50", strategy="ring", bucket_mb=4.0, accumulate=2,
+                      accelerator="a100", precision="fp16", batch_size=4096)
+    check(cfg, 8)  # 4096 x 8 rows a step: more than the 16384 synthetic rows
+
+
+def test_the_runs_tensors_are_the_models():
+    w = workload("inception3")
+    tensors = workload_setup.run_tensors(TrainConfig(model="inception3"))
+    assert len(tensors) == w.num_tensors == 292
+    assert sum(hi - lo for _, lo, hi in tensors) == w.num_params
+    assert workload_setup.run_num_params(TrainConfig(model="vgg16")) == 138_357_544
+    mlp = TrainConfig(layers=(5, 3, 2))
+    assert workload_setup.run_num_params(mlp) == 5 * 3 + 3 + 3 * 2 + 2
+
+
+def test_the_placeholder_data_is_one_global_batch_of_zeros():
+    cfg = TrainConfig(model="gpt2", batch_size=3, accumulate=2)
+    ds = workload_setup.no_data(cfg, workers=4)
+    assert ds.x_train.shape == (24, 1) and not ds.x_train.any() and len(ds.y_test) == 4
+    assert "--model gpt2" in ds.source
+
+
+def test_the_model_is_the_workloads_layout():
+    cfg = TrainConfig(model="resnet50", batch_size=2)
+    m = workload_setup.make_model(cfg, worker_rank=1, xp=np)
+    assert m.params.size == m.grads.size == 25_557_032 and m.params.dtype == np.float32
+    last = next(m.backward())  # the last layer's gradient is final first
+    assert last == len(workload("resnet50").layers) - 1
+    assert math.isclose(float(m.grads[m.spans[last]][0]), (last + 1) * 2 * 1e-6, rel_tol=1e-6)
