@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's mpicomm first
 
 from mpicomm.bench.predict import Variant
-from mpicomm.bench.step_predict import DEFAULT_BUCKET_MB, step_rows
+from mpicomm.bench.step_predict import DEFAULT_BUCKET_MB, StepOptions, step_rows
 from mpicomm.costmodel.cluster import Cluster, Link
 from mpicomm.workloads import workload
 
@@ -71,16 +71,16 @@ def predict(doc: dict, pt: dict, overlap_everywhere: bool = False) -> dict:
     """The predicted row (``step_rows``) of the point's setup."""
     ps = pt.get("ps") or {}
     overlap = overlap_everywhere or overlapped(doc, pt)
-    args = argparse.Namespace(
+    opts = StepOptions(
         model=pt["model"], batch_size=pt["batch"], single_rate=pt["single_rate"],
-        bucket_mb=DEFAULT_BUCKET_MB, no_overlap=not overlap, precision="fp32",
+        bucket_mb=DEFAULT_BUCKET_MB, overlap=overlap, precision="fp32",
         ps_placement=ps.get("placement", "even"), ps_servers_on=ps.get("on", "workers"),
         ps_node_reduce=bool(ps.get("node_reduce")))
     options = {"servers": ps["servers"]} if pt["strategy"] == "ps" else {}
     variant = Variant(pt["strategy"], pt["strategy"], options)
     base = pt.get("efficiency_base_gpus")
     ranks = [base, pt["gpus"]] if base else [pt["gpus"]]
-    rows = step_rows(workload(pt["model"]), point_cluster(doc, pt), ranks, [variant], args)
+    rows = step_rows(workload(pt["model"]), point_cluster(doc, pt), ranks, [variant], opts)
     row = dict(rows[-1])
     if base:  # efficiency against the base GPU count's step, as the source states it
         row["scaling_efficiency"] /= rows[0]["scaling_efficiency"]

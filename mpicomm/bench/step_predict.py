@@ -20,16 +20,14 @@ No MPI traffic. Per rank count p and strategy (``predict.default_variants`` or
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.core.flags import is_given
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time, layout
-from mpicomm.costmodel.ps_placement import PLACEMENTS, ps_placed_time, server_loads
+from mpicomm.costmodel.ps_placement import ps_placed_time, server_loads
 from mpicomm.costmodel.step import (
     ITEMSIZE,
     Compute,
@@ -39,124 +37,117 @@ from mpicomm.costmodel.step import (
     step_time,
 )
 from mpicomm.engine.buckets import plan_buckets
-from mpicomm.workloads import MODEL_NAMES, Workload, check_model, workload
+from mpicomm.workloads import Workload, check_model, workload
 
-__all__ = ["add_arguments", "step_rows", "run_step_predict", "run_step_s", "STEP_ONLY",
-           "DEFAULT_BUCKET_MB"]
+__all__ = ["StepOptions", "check_options", "step_rows", "format_step_rows", "run_step_s",
+           "STEP_ONLY", "DEFAULT_BUCKET_MB"]
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
 STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
              "ps_servers_on", "ps_node_reduce")
-GAMMA_DEFAULT = (None, "1000GB/s")  # --gamma-rate not given (bench.predict's default)
 NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The whole-step flags of ``model --predict``."""
-    g = p.add_argument_group("whole training steps (model --predict --model)")
-    g.add_argument("--model", default=None, metavar="NAME",
-                   help=f"predict whole steps of this model: {', '.join(MODEL_NAMES)}")
-    g.add_argument("--batch-size", type=int, default=32, help="samples per rank per step")
-    g.add_argument("--single-rate", type=float, default=None, metavar="SAMPLES_PER_S",
-                   help="measured one-device rate (samples/s) instead of the device model")
-    g.add_argument("--bucket-mb", type=float, default=DEFAULT_BUCKET_MB,
-                   help="gradient bucket size in MiB, as train's engine (default 25)")
-    g.add_argument("--no-overlap", action="store_true",
-                   help="reduce after backward instead of during it")
-    g.add_argument("--ps-placement", choices=PLACEMENTS, default="even",
-                   help="ps: even key ranges (mpicomm), whole tensors (TensorFlow, ps-lite) "
-                        "or 4 MB chunks (BytePS)")
-    g.add_argument("--ps-servers-on", choices=("workers", "separate"), default="workers",
-                   help="ps: servers on the workers' nodes, or on separate CPU machines "
-                        "with their own NICs")
-    g.add_argument("--ps-node-reduce", action="store_true",
-                   help="ps: all-reduce inside each node first, then one push and pull per "
-                        "node (tf_cnn_benchmarks' distributed_replicated, BytePS)")
+@dataclass(frozen=True)
+class StepOptions:
+    """What a whole-step prediction is asked: ``model --predict --model``'s flags
+    (``cli/predict_step.py``), a ``train --model`` run's settings (``run_step_s``) or a
+    validation point's (experiments/validation/check_steps.py)."""
+    model: str
+    batch_size: int = 32  # samples a rank a step
+    single_rate: float | None = None  # a measured one-device rate (samples/s), else the device
+    bucket_mb: float = DEFAULT_BUCKET_MB
+    overlap: bool = True  # reduce during backward (the engine's default)
+    ps_placement: str = "even"  # even | tensors | chunks (costmodel.ps_placement)
+    ps_servers_on: str = "workers"  # or "separate" CPU machines with their own NICs
+    ps_node_reduce: bool = False  # all-reduce inside each node first, one push a node
+    accelerator: str | None = None  # None: the cluster's own device, else the default one
+    precision: str | None = None  # None: fp32
+    weight_decay: float = 1e-4
+    own_gamma: bool = False  # the cluster's γ was given (--gamma-rate): keep it
 
 
-def check_args(args: argparse.Namespace) -> Workload:
+def check_options(opts: StepOptions) -> Workload:
     """The workload, after refusing in one line what cannot take effect or is out of range."""
-    w = workload(check_model(args.model))
-    if args.batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.single_rate is not None:
-        rate_compute(w, 1, args.single_rate)  # refuses <= 0, nan, inf
-        if getattr(args, "accelerator", None) is not None:
-            raise ConfigError(f"--accelerator {args.accelerator} cannot take effect with "
-                              f"--single-rate {args.single_rate:g}: the measured rate is the "
+    w = workload(check_model(opts.model))
+    if opts.batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {opts.batch_size}")
+    if opts.single_rate is not None:
+        rate_compute(w, 1, opts.single_rate)  # refuses <= 0, nan, inf
+        if opts.accelerator is not None:
+            raise ConfigError(f"--accelerator {opts.accelerator} cannot take effect with "
+                              f"--single-rate {opts.single_rate:g}: the measured rate is the "
                               "compute; drop one of them")
-    if not 0 <= args.bucket_mb < float("inf"):
-        raise ConfigError(f"--bucket-mb must be >= 0, got {args.bucket_mb}")
+    if not 0 <= opts.bucket_mb < float("inf"):
+        raise ConfigError(f"--bucket-mb must be >= 0, got {opts.bucket_mb}")
     return w
 
 
-def _compute(w: Workload, args: argparse.Namespace, cluster: Cluster,
+def _compute(w: Workload, opts: StepOptions, cluster: Cluster,
              bucket_sizes: list[int]) -> tuple[Compute, Cluster]:
     """The step's compute, and the cluster whose reductions' adds are the device's (γ = 3
     bytes moved a byte at its memory bandwidth, as the virtual clock charges them, unless
     --gamma-rate gives one); a measured rate leaves the cluster's γ."""
-    if args.single_rate is not None:
-        return rate_compute(w, args.batch_size, args.single_rate), cluster
+    if opts.single_rate is not None:
+        return rate_compute(w, opts.batch_size, opts.single_rate), cluster
     from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
 
     own = getattr(cluster, "device", None)  # a profile's own device (a Device or its name)
-    dev = device(getattr(args, "accelerator", None) or getattr(own, "name", own)
-                 or DEFAULT_ACCELERATOR)
+    dev = device(opts.accelerator or getattr(own, "name", own) or DEFAULT_ACCELERATOR)
     if getattr(dev, "cpu_time", False):
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
-    precision = getattr(args, "precision", None) or "fp32"
-    if not is_given(args, "gamma_rate", getattr(args, "gamma_rate", None) not in GAMMA_DEFAULT):
+    if not opts.own_gamma:
         cluster = dataclasses.replace(cluster, gamma_s_per_byte=3.0 / dev.memory_bytes_per_s)
-    return device_compute(w, args.batch_size, dev, precision, bucket_sizes,
-                          getattr(args, "weight_decay", 1e-4) != 0), cluster
+    return device_compute(w, opts.batch_size, dev, opts.precision or "fp32", bucket_sizes,
+                          opts.weight_decay != 0), cluster
 
 
-def _comm(variant, p: int, cluster: Cluster, args: argparse.Namespace, sizes: list[float]):
+def _comm(variant, p: int, cluster: Cluster, opts: StepOptions, sizes: list[float]):
     """The seconds of one bucket's reduction for this strategy: the one cost function, or the
     placed parameter server when a placement, separate servers or a node reduction is asked
     for (``ps_placement.ps_placed_time`` on the busiest server's share of the bucket; with
     ``--ps-node-reduce`` the ring inside the node first, one worker per node after it)."""
-    opts = variant.options_at(p)
-    placed = variant.strategy == "ps" and (args.ps_placement != "even" or args.ps_node_reduce
-                                           or args.ps_servers_on == "separate")
+    options = variant.options_at(p)
+    placed = variant.strategy == "ps" and (opts.ps_placement != "even" or opts.ps_node_reduce
+                                           or opts.ps_servers_on == "separate")
     if not placed:
-        return lambda nbytes: cluster_time(variant.strategy, p, nbytes, cluster, opts)
-    local, nodes = layout(p, cluster, opts)
-    loads = server_loads(sizes, int(opts.get("servers") or 1), args.ps_placement)
+        return lambda nbytes: cluster_time(variant.strategy, p, nbytes, cluster, options)
+    local, nodes = layout(p, cluster, options)
+    loads = server_loads(sizes, int(options.get("servers") or 1), opts.ps_placement)
     total = sum(sizes)
-    workers, per_node = (nodes, 1) if args.ps_node_reduce else (p, local)
+    workers, per_node = (nodes, 1) if opts.ps_node_reduce else (p, local)
     inside = dataclasses.replace(cluster, ranks_per_node=local)
 
     def placed_time(nbytes: float) -> float:
         share = nbytes / total
-        first = cluster_time("ring", local, nbytes, inside) if args.ps_node_reduce else 0.0
+        first = cluster_time("ring", local, nbytes, inside) if opts.ps_node_reduce else 0.0
         return first + ps_placed_time([x * share for x in loads], workers, per_node,
                                       cluster.link("intra"), cluster.link("inter"),
                                       cluster.gamma_s_per_byte, cluster.nics_per_node,
-                                      args.ps_servers_on == "separate", cluster.alpha_call_s)
+                                      opts.ps_servers_on == "separate", cluster.alpha_call_s)
     return placed_time
 
 
 def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
-              args: argparse.Namespace) -> list[dict]:
+              opts: StepOptions) -> list[dict]:
     """One row per rank count and strategy: step time, samples/s, scaling efficiency."""
-    itemsize = ITEMSIZE[getattr(args, "precision", None) or "fp32"]  # a value on the wire
+    itemsize = ITEMSIZE[opts.precision or "fp32"]  # a value on the wire
     # train's gradients are float32 whatever --precision: its engine plans buckets on them
-    plan = plan_buckets(w.flat_tensors(), ITEMSIZE["fp32"], args.bucket_mb * 2**20)
+    plan = plan_buckets(w.flat_tensors(), ITEMSIZE["fp32"], opts.bucket_mb * 2**20)
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
-    compute, cluster = _compute(w, args, cluster, [b.size for b in plan])
-    one = step_time(compute, buckets, lambda nbytes: 0.0, not args.no_overlap)
+    compute, cluster = _compute(w, opts, cluster, [b.size for b in plan])
+    one = step_time(compute, buckets, lambda nbytes: 0.0, opts.overlap)
     rows = []
     for p in ranks:
         for v in variants:
-            comm = _comm(v, p, cluster, args, sizes)
+            comm = _comm(v, p, cluster, opts, sizes)
             if comm(float(buckets[0][0])) is None:
                 continue
-            step = step_time(compute, buckets, comm, not args.no_overlap)
+            step = step_time(compute, buckets, comm, opts.overlap)
             local, nodes = layout(p, cluster, v.options_at(p))
-            rows.append(_row(v.label, p, nodes, local, w, args.batch_size, compute, step, one))
+            rows.append(_row(v.label, p, nodes, local, w, opts.batch_size, compute, step, one))
     return rows
 
 
@@ -172,14 +163,12 @@ def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
             or cfg.flop_rate is not None or cfg.compute_scale != 1 or cfg.straggler
             or cfg.jitter):
         return None
-    args = argparse.Namespace(model=cfg.model, batch_size=cfg.batch_size, single_rate=None,
-                              bucket_mb=cfg.bucket_mb, no_overlap=not cfg.overlap,
-                              precision=cfg.precision, accelerator=accelerator,
-                              weight_decay=cfg.weight_decay, ps_placement="even",
-                              ps_servers_on="workers", ps_node_reduce=False)
+    opts = StepOptions(model=cfg.model, batch_size=cfg.batch_size, bucket_mb=cfg.bucket_mb,
+                       overlap=cfg.overlap, precision=cfg.precision, accelerator=accelerator,
+                       weight_decay=cfg.weight_decay)
     variant = SimpleNamespace(label=strategy, strategy=strategy,
                               options_at=lambda ranks: dict(options))  # as bench.predict.Variant
-    rows = step_rows(workload(cfg.model), cluster, [p], [variant], args)
+    rows = step_rows(workload(cfg.model), cluster, [p], [variant], opts)
     return rows[0]["step_ms"] / 1e3 if rows else None
 
 
@@ -203,26 +192,3 @@ def format_step_rows(rows: list[dict]) -> str:
                      f"{r['exposed_comm_ms']:>9.2f} {r['samples_per_sec']:>11.1f} "
                      f"{r['scaling_efficiency']:>5.2f}")
     return "\n".join(lines)
-
-
-def run_step_predict(args: argparse.Namespace, source, described: str, variants) -> int:
-    """Print (and with --json write) the whole-step table; one process, no MPI messages."""
-    from mpicomm.bench.harness import write_records
-
-    if not isinstance(source, Cluster):
-        raise ConfigError("--model needs a modelled cluster (--profile NAME or --inter-link), "
-                          "not this-machine's measured links")
-    w = check_args(args)
-    rows = step_rows(w, source, args.ranks, variants, args)
-    print(f"# mpicomm model --predict --model {w.name}: {described}")
-    print(f"# {w.name}: {w.num_params:,} parameters in {w.num_tensors} tensors, "
-          f"batch {args.batch_size} a rank, compute {rows[0]['compute'] if rows else '-'}, "
-          f"{rows[0]['buckets'] if rows else '-'} bucket(s) of {args.bucket_mb:g} MiB, "
-          f"{'no overlap' if args.no_overlap else 'overlapped with backward'}")
-    print(format_step_rows(rows))
-    meta = {"command": "predict --model", "argv": sys.argv, "described": described,
-            "model": w.name, "ranks": args.ranks, "batch_size": args.batch_size,
-            "single_rate": args.single_rate, "strategies": [v.label for v in variants]}
-    if args.json or getattr(args, "csv", None):
-        write_records(rows, meta, args.json, getattr(args, "csv", None))
-    return 0

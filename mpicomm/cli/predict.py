@@ -1,7 +1,7 @@
 """``python -m mpicomm model --predict``: the flags, the cluster they describe, the run.
 
 No MPI traffic: the formulas (``bench.predict``) for a cluster that is not here; with
-``--model`` whole training steps (``bench.step_predict``).
+``--model`` whole training steps (``cli/predict_step.py``, ``bench.step_predict``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import dataclasses
 import math
 import sys
 
-from mpicomm.bench import step_predict
 from mpicomm.bench.predict import (
     Variant,
     default_variants,
@@ -23,6 +22,7 @@ from mpicomm.bench.predict import (
     summary,
 )
 from mpicomm.bench.profiles import MEASURED, calibrate, measured_params
+from mpicomm.cli import predict_step
 from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given
@@ -96,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="this-machine: a `model --json` file with measured params")
     g.add_argument("--calibrate", action="store_true",
                    help="this-machine: measure afresh (2 ranks under mpiexec) before predicting")
-    step_predict.add_arguments(p)  # --model M: whole steps (mpicomm.bench.step_predict)
+    predict_step.add_arguments(p)  # --model M: whole steps (cli/predict_step.py)
 
 
 def cluster_source(args: argparse.Namespace) -> tuple[Cluster | ModelParams, str]:
@@ -138,7 +138,7 @@ def run_predict(args: argparse.Namespace) -> int:
     source, described = cluster_source(args)
     variants = _chosen_variants(args)
     if getattr(args, "model", None):
-        return step_predict.run_step_predict(args, source, described, variants)
+        return predict_step.run_step_predict(args, source, described, variants)
     rows = predict_rows(source, args.ranks, sizes, variants, args.compute_ms / 1e3,
                         args.ranks_per_node)
     if isinstance(source, Cluster):

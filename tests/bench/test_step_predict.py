@@ -121,7 +121,7 @@ def test_vgg16_whole_tensors_on_servers_are_slower_than_byteps_chunks():
     got = {}
     for placement in ("tensors", "chunks"):
         _, (row,) = _rows("vgg16", [16], ps_placement=placement, ps_servers_on="separate",
-                          servers=16, no_overlap=False, local=4)
+                          servers=16, overlap=True, local=4)
         got[placement] = row["samples_per_sec"]
     # fc6 (74%) on one server NIC: 16 x 411 MB, where chunks leave the workers' NICs busiest
     assert got["tensors"] < 0.5 * got["chunks"]
@@ -159,21 +159,17 @@ def test_bad_input_is_refused_in_one_line(args, words):
 
 
 def _rows(model, ranks, **flags):
-    import argparse
-
     from mpicomm.bench.predict import Variant
-    from mpicomm.bench.step_predict import step_rows
+    from mpicomm.bench.step_predict import StepOptions, step_rows
     from mpicomm.costmodel.cluster import Cluster, Link
 
     cluster = Cluster("t", flags.pop("local", 8), Link(1e-6, 100e9), Link(5e-6, 3.125e9),
                       1e-12, 1)
     servers = flags.pop("servers", "p")
-    args = argparse.Namespace(model=model, batch_size=32, single_rate=400.0, bucket_mb=25.0,
-                              no_overlap=True, precision="fp32", ps_placement="even",
-                              ps_servers_on="workers", ps_node_reduce=False)
-    vars(args).update(flags)
+    opts = StepOptions(**{"model": model, "batch_size": 32, "single_rate": 400.0,
+                          "bucket_mb": 25.0, "overlap": False, "precision": "fp32", **flags})
     return cluster, step_rows(workload(model), cluster, ranks,
-                              [Variant("ps", "ps", {"servers": servers})], args)
+                              [Variant("ps", "ps", {"servers": servers})], opts)
 
 
 def test_node_reduce_sends_one_gradient_a_node_and_is_the_ring_inside_one_node():

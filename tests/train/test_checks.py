@@ -64,8 +64,7 @@ def test_no_library_below_cli_reads_argparse():
     an argparse namespace (``TrainConfig.from_args``), ``bench/`` held the bench and model
     commands' flags and ``core/`` the flag generator and the help. What still knows argparse
     below cli/ is named here."""
-    left = {"bench/step_predict.py",  # model --predict --model's flags
-            "core/units.py",  # SizeError: a ValueError argparse prints as a usage error
+    left = {"core/units.py",  # SizeError: a ValueError argparse prints as a usage error
             "testing/netns.py"}  # its own command (python -m mpicomm.testing.netns)
     readers = set()
     for folder in sorted(p for p in (ROOT / "mpicomm").iterdir() if p.is_dir()):
