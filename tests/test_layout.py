@@ -158,3 +158,16 @@ def test_each_test_folder_matches_a_package_folder():
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()} - own
     assert sorted(folders - subpackages) == []
     assert {"train", "nn", "parallel", "engine", "cli", "core", "bench", "costmodel"} <= folders
+
+
+def test_no_function_in_train_or_cli_is_over_60_lines():
+    """Issue 31's target: a function of train/ or cli/ reads in one screen."""
+    long = []
+    for folder in ("train", "cli"):
+        for path in sorted((ROOT / "mpicomm" / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 60:
+                        long.append(f"{folder}/{path.name}:{node.lineno} {node.name}: {lines}")
+    assert not long, long
