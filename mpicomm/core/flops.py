@@ -35,7 +35,7 @@ from mpicomm.core.bounds import FLOP_RATE, within
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["use", "check_rate", "flop_rate", "matmul", "charge", "add", "scale", "active",
-           "describe", "wire_nbytes", "PRECISIONS", "reset", "gamma", "width"]
+           "describe", "wire_nbytes", "PRECISIONS", "reset", "gamma", "width", "matmul_cost"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _WIDTH = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -156,13 +156,19 @@ def wire_nbytes(buf: Any) -> int:
     return buf.size * _width
 
 
+def matmul_cost(m: int, k: int, n: int) -> tuple[float, int, int]:
+    """(FLOPs, values, kernels) of one (m×k)·(k×n) product: 2·m·k·n FLOPs, both operands read
+    and the result written (m·k + k·n + m·n values), one kernel. ``matmul`` charges it; the
+    workloads' kernel lists (``workloads.kernels``) count it, so the predictor does too."""
+    return 2.0 * m * k * n, m * k + k * n + m * n, 1
+
+
 def matmul(xp: Any, a: Any, b: Any, out: Any) -> Any:
     """``xp.matmul(a, b, out=out)`` of 2-D arrays, charged 2·m·k·n flops and its operands'
     values under the device model; with ``--flop-rate R`` exactly 2·m·k·n / R (not scaled
     by ``--compute-scale``, no roofline: the product's own model, under either compute model)."""
     if _device is not None and _rate is None:
-        m, k, n = a.shape[0], a.shape[1], b.shape[1]
-        charge(2.0 * m * k * n, m * k + k * n + m * n, 1)
+        charge(*matmul_cost(a.shape[0], a.shape[1], b.shape[1]))
         return xp.matmul(a, b, out=out)
     vc = clock.virtual() if _rate is not None else None
     if vc is None:

@@ -30,9 +30,9 @@ latency terms as the engine's buckets do.
 
 Compute comes either from a measured single-device rate (``rate_compute``: batch/R seconds,
 shared between the layers and between forward and backward in proportion to their FLOPs;
-the optimizer is inside the measured rate) or from the device model (``device_compute``: each
-layer a roofline kernel, ``Device.seconds``; each bucket's SGD update as ``sgd_update`` counts
-it, the kernels the loop's optimizer runs).
+the optimizer is inside the measured rate) or from the device model (``device_compute``:
+each of a layer's kernels a roofline, ``Device.seconds``; each bucket's SGD update as
+``sgd_update`` counts it, the kernels the loop's optimizer runs).
 """
 
 from __future__ import annotations
@@ -110,22 +110,24 @@ def rate_compute(w: Workload, batch: int, samples_per_s: float) -> Compute:
 def device_compute(w: Workload, batch: int, device, precision: str = "fp32",
                    bucket_sizes: Sequence[int] | None = None,
                    weight_decay: bool = True) -> Compute:
-    """Each layer one roofline kernel forward and one or two backward (dX, dW) on ``device``,
-    as ``workloads.model.WorkloadModel`` charges them in a virtual run.
+    """Each layer's kernels (``Layer.fwd_kernels``, ``bwd_kernels``) on ``device``, each a
+    roofline, as ``workloads.model.WorkloadModel`` charges them in a virtual run (and, for the
+    ``mlp`` workload, as the loop's own MLP charges its kernels: ``workloads.kernels``).
 
-    Bytes a layer moves: its output written and read back (2·out per sample) and its weights
-    read, each value at the precision's width; backward twice that. The update: the loop's
+    By default a layer is one kernel forward and one or two backward (dX, dW), moving its
+    output written and read back (2·out per sample) and its weights read, each value at the
+    precision's width; backward twice that. The update: the loop's
     SGD on each bucket of ``bucket_sizes`` elements (default: one bucket of the whole model),
     as ``sgd_update`` counts it (``weight_decay``: train's default 1e-4 is on), each value at
     the precision's width as ``core.flops.charge`` moves it.
     """
     itemsize = ITEMSIZE[precision]
-    fwd, bwd = [], []
-    for layer in w.layers:
-        moved = 2 * layer.out_elems * itemsize * batch + layer.num_params * itemsize
-        fwd.append(device.seconds(layer.fwd_flops * batch, moved, 1, precision))
-        bwd.append(device.seconds(layer.bwd_flops * batch, 2 * moved,
-                                  2 if layer.params else 1, precision))
+
+    def seconds(kernels) -> float:
+        return sum(device.seconds(f, v * itemsize, k, precision) for f, v, k in kernels)
+
+    fwd = [seconds(layer.fwd_kernels(batch)) for layer in w.layers]
+    bwd = [seconds(layer.bwd_kernels(batch)) for layer in w.layers]
     sizes = (w.num_params,) if bucket_sizes is None else bucket_sizes
     update = []
     for n in sizes:

@@ -32,6 +32,7 @@ import numpy as np
 from mpicomm.core import flops
 from mpicomm.core.unsplit import UnsplitModel
 from mpicomm.nn import ops
+from mpicomm.workloads import kernels
 
 __all__ = ["MLP", "Linear", "ReLU", "SoftmaxCrossEntropy", "parse_layers", "num_params",
            "layer_tensors"]
@@ -152,8 +153,7 @@ class SoftmaxCrossEntropy:
         z /= self.rowsum
         xp.log(self.rowsum, out=self.rowsum)  # 4. loss_i = log Σ exp − z_iy (shifted)
         self.picked -= self.rowsum[:, 0]
-        n, b = z.size, z.shape[0]  # 8 kernels: max, shift, index, pick, exp, sum, divide, log
-        flops.charge(5 * n, 8 * n + 6 * b, kernels=8)
+        flops.charge(*kernels.xent_forward(*z.shape)[0])  # max, shift, ..., exp, sum, log
         return -self.picked.mean()
 
     def backward(self) -> Any:
@@ -164,7 +164,7 @@ class SoftmaxCrossEntropy:
         self.picked -= 1
         flat[self.flat_idx] = self.picked  # scatter p_iy − 1 back (B elements)
         z *= 1.0 / z.shape[0]
-        flops.charge(z.size, 2 * z.size + 4 * z.shape[0], kernels=4)  # pick, -1, scatter, scale
+        flops.charge(*kernels.xent_backward(*z.shape)[0])  # pick, -1, scatter, scale
         return z
 
 

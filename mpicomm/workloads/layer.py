@@ -9,12 +9,20 @@ of its output (kept for backward: the activation memory).
     forward FLOPs  = 2·macs + other_flops
     backward FLOPs = 2·(2·macs) + other_flops   (dX and dW each cost the forward matmul;
                                                  Kaplan et al. 2020, arXiv:2001.08361 §2.1)
+
+The kernels a step of it runs at batch B (``fwd_kernels``, ``bwd_kernels``: what the predictor
+and ``WorkloadModel`` charge, each ``(FLOPs, values, launches)`` one roofline): by default one
+forward kernel of fwd_flops·B FLOPs moving its output twice and its weights
+(2·out·B + params values), and a backward of bwd_flops·B FLOPs moving twice that, in two
+kernels (dX, dW) when it has parameters. A layer whose kernels are known exactly (the loop's
+own MLP: ``workloads.kernels``) carries them instead (``kernels``: batch -> (fwd, bwd)).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 __all__ = ["Layer", "conv", "bn", "linear", "norm", "elementwise", "embedding"]
 
@@ -28,6 +36,21 @@ class Layer:
     macs: float  # forward multiply-adds per sample (convolutions and matmuls)
     other_flops: float  # forward non-matmul FLOPs per sample
     out_elems: float  # output elements per sample (activation kept for backward)
+    kernels: Callable[[int], tuple[tuple, tuple]] | None = field(default=None, compare=False,
+                                                                 repr=False)
+
+    def fwd_kernels(self, batch: int) -> tuple[tuple[float, float, int], ...]:
+        """The forward's kernels at ``batch`` samples, each (FLOPs, values, launches)."""
+        if self.kernels is not None:
+            return self.kernels(batch)[0]
+        return ((self.fwd_flops * batch, 2 * self.out_elems * batch + self.num_params, 1),)
+
+    def bwd_kernels(self, batch: int) -> tuple[tuple[float, float, int], ...]:
+        """The backward's kernels at ``batch`` samples, each (FLOPs, values, launches)."""
+        if self.kernels is not None:
+            return self.kernels(batch)[1]
+        values = 2 * (2 * self.out_elems * batch + self.num_params)
+        return ((self.bwd_flops * batch, values, 2 if self.params else 1),)
 
     @property
     def num_params(self) -> int:
@@ -35,10 +58,14 @@ class Layer:
 
     @property
     def fwd_flops(self) -> float:
+        if self.kernels is not None:  # per sample: a kernel's FLOPs are B times its batch-1's
+            return sum(f for f, _, _ in self.kernels(1)[0])
         return 2.0 * self.macs + self.other_flops
 
     @property
     def bwd_flops(self) -> float:
+        if self.kernels is not None:
+            return sum(f for f, _, _ in self.kernels(1)[1])
         return 4.0 * self.macs + self.other_flops
 
     def act_bytes(self, itemsize: int = 4) -> float:

@@ -11,7 +11,8 @@ each layer once its gradient is final. Nothing is learnt: every element of layer
 rank r is g(i, r) = (i + 1)·(r + 1)·1e-6, so every strategy's reduction is checkable (the
 mean over p ranks is (i + 1)·(p + 1)/2·1e-6), and the loss is 0. What is real is what
 decides a synchronisation: the tensor sizes, their order and the compute between them,
-charged by the device model as ``costmodel.step.device_compute`` predicts it:
+charged by the device model as ``costmodel.step.device_compute`` predicts it: each layer's
+kernels (``Layer.fwd_kernels``, ``bwd_kernels``), by default
 
     forward  of layer i: fwd_flops·B FLOPs, 2·out·B + params values, one kernel
     backward of layer i: bwd_flops·B FLOPs, twice those values, two kernels (dX, dW) when it
@@ -68,24 +69,22 @@ class WorkloadModel(UnsplitModel):
             at += n
         return spans
 
-    def _values(self, layer) -> float:
-        return 2 * layer.out_elems * self.batch + layer.num_params
-
     def forward(self, x: Any, y: Any,
                 before_layer: Callable[[int], None] | None = None) -> float:
         """Charge every layer's forward (in order); the loss is 0."""
         for i, layer in enumerate(self.workload.layers):
             if before_layer is not None:
                 before_layer(i)
-            _charge(layer.fwd_flops * self.batch, self._values(layer), 1)
+            for kernel in layer.fwd_kernels(self.batch):
+                _charge(*kernel)
         return 0.0
 
     def backward(self) -> Iterator[int]:
         """Charge each layer's backward, last first; fill its gradient; yield it."""
         for i in range(len(self.workload.layers) - 1, -1, -1):
             layer = self.workload.layers[i]
-            _charge(layer.bwd_flops * self.batch, 2 * self._values(layer),
-                    2 if layer.params else 1)
+            for kernel in layer.bwd_kernels(self.batch):
+                _charge(*kernel)
             self.grads[self.spans[i]] = grad_value(i, self.rank)
             yield i
 

@@ -76,6 +76,38 @@ def test_the_update_is_the_loops_sgd(monkeypatch):
     assert got == pytest.approx(want) and len(seen) == 2
 
 
+@pytest.mark.parametrize("batch", [1, 37, 256])
+def test_the_mlps_compute_is_the_kernels_the_loops_mlp_charges(monkeypatch, batch):
+    """Issue 30's step agreement: the predictor charges the ``mlp`` workload's forward and
+    backward as the kernels ``nn.MLP`` charges in one step, kernel by kernel, in the loop's
+    order (before: one roofline a layer, no loss, 0.87x the loop's compute at batch 4096)."""
+    import numpy as np
+
+    from mpicomm.core import flops
+    from mpicomm.costmodel.device import device
+    from mpicomm.costmodel.step import device_compute
+    from mpicomm.nn import MLP
+    from mpicomm.train.config import DEFAULT_LAYERS
+
+    seen = []
+
+    def record(flop_count=0.0, values=0, kernels=1, nbytes=0):
+        seen.append((float(flop_count), float(values), kernels))
+
+    monkeypatch.setattr(flops, "_device", object())  # charge (no clock: recorded here)
+    monkeypatch.setattr(flops, "charge", record)
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch, DEFAULT_LAYERS[0])).astype(np.float32)
+    MLP(DEFAULT_LAYERS).loss_and_grads(x, rng.integers(0, DEFAULT_LAYERS[-1], batch))
+    w, h100 = workload("mlp"), device("h100")
+    c = device_compute(w, batch, h100, "fp32")
+    want = sum(h100.seconds(f, v * 4, k) for f, v, k in seen)
+    assert sum(c.fwd_s) + sum(c.bwd_s) == pytest.approx(want, rel=1e-12)
+    kernels = [kn for layer in w.layers for kn in layer.fwd_kernels(batch)]
+    kernels += [kn for layer in reversed(w.layers) for kn in layer.bwd_kernels(batch)]
+    assert seen == [(float(f), float(v), k) for f, v, k in kernels]
+
+
 def test_measured_rate_is_shared_by_flops_and_adds_up():
     w = workload("resnet50")
     c = rate_compute(w, 64, 400.0)
