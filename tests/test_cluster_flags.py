@@ -136,10 +136,11 @@ def _ring_variant(channels: int) -> list:
 
 
 @pytest.mark.slow
-def test_compare_with_a_profile_prints_the_predictors_cluster_line(tmp_path):
-    """Issue 35's target: `compare --profile dgx-h100-ib400 --clock virtual` on 8 ranks prints
-    the cluster line `model --predict --profile dgx-h100-ib400` prints."""
-    res = run_mpi(8, ["-m", "mpicomm", "compare", "--profile", PROFILE, "--clock", "virtual",
+@pytest.mark.parametrize("ranks", [8, 16])  # one node, and two (16 ranks: 5.5 s at load 1.4)
+def test_compare_with_a_profile_prints_the_predictors_cluster_line(tmp_path, ranks):
+    """Issue 35's target: `compare --profile dgx-h100-ib400 --clock virtual` on 8 and 16 ranks
+    prints the cluster line `model --predict --profile dgx-h100-ib400` prints."""
+    res = run_mpi(ranks, ["-m", "mpicomm", "compare", "--profile", PROFILE, "--clock", "virtual",
                       "--strategies", "ring,hierarchical", "--steps", "3", "--repeats", "1",
                       "--no-baseline", "--log-every", "0"], timeout=600)
     assert res.returncode == 0, res.tail()
