@@ -40,12 +40,9 @@ from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import Workload, check_model, workload
 
 __all__ = ["StepOptions", "check_options", "step_rows", "format_step_rows", "run_step_s",
-           "STEP_ONLY", "DEFAULT_BUCKET_MB"]
+           "DEFAULT_BUCKET_MB"]
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
-STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
-             "ps_servers_on", "ps_node_reduce")
-NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from mpi4py import MPI
 
 from mpicomm.bench import harness as bench
 from mpicomm.bench.model_rows import add_predictions
-from mpicomm.bench.step_predict import NOT_WITH_MODEL, STEP_ONLY
 from mpicomm.cli.bench import add_arguments as bench_arguments
 from mpicomm.cli.bench import (
     bench_config,
@@ -29,6 +28,7 @@ from mpicomm.cli.bench import (
 )
 from mpicomm.cli.predict import add_arguments as predict_arguments
 from mpicomm.cli.predict import run_predict
+from mpicomm.cli.predict_step import NOT_WITH_MODEL, STEP_ONLY
 from mpicomm.core import clock, flops
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import is_given

@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         g.add_argument("--nics-per-node", type=int, default=None,
                        help="NICs a node's ranks share (default: the profile's; explicit "
                             "links: one per rank)")
-    g.add_argument("--gamma-rate", default="1000GB/s",
+    g.add_argument("--gamma-rate", default=predict_step.GAMMA_RATE_DEFAULT,
                    help="explicit links: add rate, bytes/s of γ = 1/rate (default: GPU HBM)")
     g.add_argument("--table", action="store_true",
                    help="print every (ranks, size, strategy) row and the per-size winners "

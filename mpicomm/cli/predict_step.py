@@ -22,9 +22,14 @@ from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.ps_placement import PLACEMENTS
 from mpicomm.workloads import MODEL_NAMES
 
-__all__ = ["add_arguments", "step_options", "run_step_predict"]
+__all__ = ["add_arguments", "step_options", "run_step_predict", "STEP_ONLY", "NOT_WITH_MODEL",
+           "GAMMA_RATE_DEFAULT"]
 
-GAMMA_DEFAULT = (None, "1000GB/s")  # --gamma-rate not given (bench.predict's default)
+# the flags add_arguments defines (dests), and model's sweep flags that --model replaces
+STEP_ONLY = ("model", "batch_size", "single_rate", "bucket_mb", "no_overlap", "ps_placement",
+             "ps_servers_on", "ps_node_reduce")
+NOT_WITH_MODEL = ("minbytes", "maxbytes", "stepfactor", "compute_ms", "table")
+GAMMA_RATE_DEFAULT = "1000GB/s"  # model --predict's --gamma-rate (cli/predict.py)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,7 +64,8 @@ def step_options(args: argparse.Namespace) -> StepOptions:
                        ps_servers_on=args.ps_servers_on, ps_node_reduce=args.ps_node_reduce,
                        accelerator=getattr(args, "accelerator", None),
                        precision=getattr(args, "precision", None),
-                       own_gamma=is_given(args, "gamma_rate", gamma not in GAMMA_DEFAULT))
+                       own_gamma=is_given(args, "gamma_rate",
+                                          gamma not in (None, GAMMA_RATE_DEFAULT)))
 
 
 def run_step_predict(args: argparse.Namespace, source, described: str, variants) -> int:
