@@ -64,6 +64,8 @@ class Cluster:
     in_network: Link | None = None  # a switch that reduces (NVLS, SHARP): α, rate, efficiency
     pipelined: bool = True  # NCCL-style chunked streams; False: one blocking exchange per step
     device: Any = None  # costmodel.device.Device (the `device` work fills it); None: unset
+    nccl: str = ""  # the NCCL release it runs, where that release has its own latency figures
+    # (``profiles.nccl_protocols``); "": NCCL's current tuning model
 
     def __post_init__(self) -> None:
         if self.ranks_per_node < 1 or self.nics_per_node < 1 or self.channels < 0:
@@ -94,6 +96,8 @@ class Cluster:
             parts.append(f"reducing switch {_fmt(self.in_network)}")
         if self.device is not None:
             parts.append(f"device {getattr(self.device, 'name', self.device)}")
+        if self.nccl:
+            parts.append(f"NCCL {self.nccl}")
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -108,7 +112,7 @@ class Cluster:
                 "nics_per_node": self.nics_per_node, "intra": link(self.intra),
                 "inter": link(self.inter), "in_network": link(self.in_network),
                 "gamma_s_per_byte": self.gamma_s_per_byte, "alpha_call_s": self.alpha_call_s,
-                "channels": self.channels, "pipelined": self.pipelined,
+                "channels": self.channels, "pipelined": self.pipelined, "nccl": self.nccl,
                 "device": None if self.device is None else getattr(self.device, "name",
                                                                    str(self.device)),
                 "source": self.source}
