@@ -85,8 +85,9 @@ S16 NCCL 2.4's own latency figures (NVIDIA/nccl tag v2.4.2-1, src/init.cu,
     ``ringlat = ringlatinter*(nranks-1)``; ``treelatinter = 15``, ``treelatintra = 4``,
     ``treelat = treelatinter*log2(nnodes)+treelatintra*(nranks/nnodes-1)`` (log2 rounded down),
     whole-allreduce latencies with no per-call term. Per hop of the model's formulas (a ring
-    crosses 2(p-1) hops, a tree 2((L-1) + log2 m)): ring 3.0 us, tree 2.0 us in a node and
-    7.5 us between nodes, base 0 -> ``NCCL_RELEASE_PROTOCOLS["2.4"]``. NCCL 2.4 has LL and
+    crosses 2(p-1) hops, a tree 2((L-1) + log2 m), log2 rounded up there: the same for a
+    power-of-two node count): ring 3.0 us, tree 2.0 us in a node and 7.5 us between nodes,
+    base 0 -> ``NCCL_RELEASE_PROTOCOLS["2.4"]``. NCCL 2.4 has LL and
     Simple (LL128 came with 2.5: v2.4.2-1 src/enqueue.cu builds LL and Simple kernels only);
     their bandwidth shares are S11's. A run on 2.4 (``Cluster.nccl``) takes these; NCCL 2.3's
     source (v2.3.7-1 src/init.cu) holds no latency figure, so a 2.3 run, like every run on 2.5
