@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["ring_latency", "multichannel_ring_time", "tree_time", "tree_inter_factor",
-           "hierarchical_pipelined_time", "switch_tree_time", "ps_duplex_time",
+           "hierarchical_pipelined_time", "switch_tree_time",
            "recursive_doubling_cluster_time", "rabenseifner_cluster_time", "ps_interfaces_time"]
 
 
@@ -140,26 +140,6 @@ def switch_tree_time(n: float, local: int, nodes: int, switch: tuple[float, floa
     lat = alpha_call + a_s + 2 * math.ceil(math.log2(max(nodes, 1))) * ae
     inside = n * b_s if local > 1 else 0.0
     return lat + max(inside, tree_inter_factor(nodes) * n * be / max(1, nics))
-
-
-def ps_duplex_time(p: int, n: float, alpha: float, beta: float, gamma: float,
-                   servers: int = 1, dedicated: bool = False, alpha_call: float = 0.0) -> float:
-    """Parameter server on full-duplex links: the busiest server's one direction (fact 4).
-
-    Colocated (W = p workers, S of them also serve n/S each): a server receives p−1 pushes
-    and S−1 answers and sends p−1 answers and S−1 pushes: (p+S−2) messages of n/S each way;
-    it adds (p−1)·n/S as pushes arrive. Dedicated (W = p − S): W messages each way, W−1 adds.
-    t = α0 + k·α + max(k·(n/S)·β, adds·γ), k the messages each way. Pushes and pulls stream
-    in chunks, the answer to a chunk leaving once it is summed, so the two directions
-    overlap. S = 1: (p−1)(α + nβ) where a half-duplex link pays twice that; S = p: the
-    ring's 2(p−1)/p·nβ.
-    """
-    if p <= 1:
-        return 0.0
-    s = max(1, servers)
-    k = (p - s) if dedicated else (p + s - 2)
-    adds = (k - 1) if dedicated else (p - 1)
-    return alpha_call + k * alpha + max(k * n / s * beta, adds * n / s * gamma)
 
 
 def _rounds(p: int, local: int) -> tuple[int, int, int]:
