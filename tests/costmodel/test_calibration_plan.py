@@ -118,3 +118,32 @@ def test_a_bad_measured_sharing_is_refused_in_one_line(tmp_path, extra, field):
     with pytest.raises(ConfigError, match=field) as err:
         host_links(path)
     assert "\n" not in str(err.value)
+
+
+def _train_under_links(tmp_path, name: str, share: float, *flags: str) -> dict:
+    from mpi_harness import run_mpi
+
+    path = _calibration(tmp_path / f"{name}.json", {"interfaces_per_node": 1,
+                                                    "cpu_share": share})
+    out = tmp_path / f"{name}_run.json"
+    res = run_mpi(2, ["-m", "mpicomm", "train", "--layers", "64,256x2,10", "--steps", "6",
+                      "--batch-size", "32", "--no-overlap", "--blas-threads", "1",
+                      "--log-every", "0", "--clock", "virtual", "--links-from", path, *flags,
+                      "--json", str(out)], timeout=120)
+    assert res.returncode == 0 and not res.timed_out, res.tail()
+    return json.loads(out.read_text())["results"][0]
+
+
+@pytest.mark.slow
+def test_links_from_charges_this_hosts_compute_times_its_cpu_share(tmp_path):
+    """Under ``--links-from`` (this host's links) the compute is this host's CPU time times
+    the calibration's ``cpu_share``: before, the default modelled device (an H100) charged a
+    2-core host's training step 0.18 ms against the 50 ms it took (issue 33)."""
+    one = _train_under_links(tmp_path, "one", 1.0)
+    three = _train_under_links(tmp_path, "three", 3.0)
+    assert one["device"] is None and three["device"] is None  # host: no modelled device
+    assert three["compute_s"] > 2.0 * one["compute_s"] > 0, (three["compute_s"],
+                                                              one["compute_s"])
+    h100 = _train_under_links(tmp_path, "h100", 3.0, "--accelerator", "h100")
+    assert h100["device"]["name"] == "h100"  # an explicit device stays, share unused
+    assert h100["compute_s"] < one["compute_s"]
