@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -141,7 +142,12 @@ def main() -> int:
     return 0 if misses == 0 else 1
 
 
+def _interrupt(signum, frame):  # SIGTERM (or a SIGINT a background shell ignores) tears down
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
     t0 = time.monotonic()
     code = main()
     print(f"# {time.monotonic() - t0:.0f} s in all")
