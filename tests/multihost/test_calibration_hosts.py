@@ -12,7 +12,7 @@ from across import hosts, run_across
 
 from mpicomm.testing.netns import BURST_BYTES
 
-RATE_BITS = 800e6
+RATE_BITS = 200e6
 M = 1 << 20
 
 
@@ -23,7 +23,7 @@ def one_way(link: dict, m: int) -> float:
 
 def test_intra_and_inter_links_measured_apart(tmp_path):
     out = tmp_path / "links.json"
-    with hosts(2, rate="800mbit") as net:
+    with hosts(2, rate="200mbit") as net:
         res = run_across(net, [2, 2], ["-m", "mpicomm", "model", "--strategies", "ring",
                                        "-b", "4M", "-e", "4M", "-n", "1", "-w", "1",
                                        "--json", str(out)], timeout=300)
