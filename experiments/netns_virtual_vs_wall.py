@@ -7,12 +7,17 @@ One command, as root (docs/virtual_clock.md, "Against a real link"):
     python experiments/netns_virtual_vs_wall.py --mpiexec .venv-openmpi/bin/mpiexec
 
 1. calibrate across the hosts: ``model --strategies ring`` measures the intra-node (two
-   ranks of h0) and inter-node (h0 to h1) links apart, timed (issue 33's target: < 60 s);
+   ranks of h0) and inter-node (h0 to h1) links apart, the interfaces between the hosts and
+   the ranks per core, timed (issue 33's target: < 60 s; its own check of the ring, ``-n 2
+   -w 1``, is not calibration);
 2. ``bench`` across the hosts under ``--clock wall`` (strategies taking turns at each size,
-   ``--rounds``), then the same under ``--clock virtual --links-from`` that calibration;
+   ``--rounds``), then the same under ``--clock virtual --links-from`` that calibration (one
+   interface per host, this host's CPU time x its ranks per core: costmodel/measure.py);
 3. ``train`` across the hosts under both clocks: the median step time per strategy;
 4. the table: virtual / wall per strategy and size and per training run (target: within
-   25%), the load before and after, and hierarchical against ring at 16 MiB (wall).
+   25%, at a load below 2), each size's share of the wall time on the link (high: link-bound,
+   load moves it least), hierarchical against ring at 16 MiB (wall), and one summary line
+   with the load before and after.
 """
 
 from __future__ import annotations
