@@ -345,8 +345,9 @@ def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = No
     one at a time. Without: mpicomm's own reducers (``pipelined`` False) on the links given
     (``"20us,1GB/s"`` or ``Link``), ``DEFAULT_INTRA``/``DEFAULT_INTER`` for a class none
     gives, or this host's measured links for such a class with ``links_from``; ``nics_per_node``
-    defaults to one NIC per rank (``ranks_per_node``), as the virtual clock's per-rank
-    interfaces, so the predictor, the clock and every command agree; one channel.
+    defaults to the interfaces that calibration measured between its nodes (``interfaces_per_node``,
+    ``costmodel.measure``), else one NIC per rank (``ranks_per_node``), as the virtual clock's
+    per-rank interfaces, so the predictor, the clock and every command agree; one channel.
 
     Raises ``ConfigError`` for an unknown profile, a bad link or a count < 1.
     """
@@ -371,9 +372,10 @@ def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = No
         inter, intra = inter or measured_inter, intra or measured_intra
     rpn = ranks_per_node or 1
     given = [f"{k} {v}" for k, v in (("inter", inter), ("intra", intra)) if v is not None]
+    measured_nics = getattr(inter, "interfaces", None)  # a calibration's (``host_links``)
     return Cluster(LINKS_NAME, rpn, intra or DEFAULT_INTRA, inter or DEFAULT_INTER,
                    DEFAULT_GAMMA_S_PER_BYTE if gamma_s_per_byte is None else gamma_s_per_byte,
-                   nics_per_node or rpn,
+                   nics_per_node or measured_nics or rpn,
                    "links from the command line: " + (", ".join(given) or "defaults"),
                    channels=channels or 1, pipelined=False)
 
