@@ -250,3 +250,23 @@ def test_a_servers_last_push_round_carries_only_what_is_left():
     p, n = 4, 1.5 * piece  # one node: the server (rank 0) takes 3 pushes, sends 3 pulls
     t = ps_interfaces_time(p, n, p, link, link, 0.0, piece=piece)
     assert t == pytest.approx(3 * piece * beta + 3 * 0.5 * piece * beta + 3 * n * beta)
+
+
+def test_an_rpc_rate_floors_the_bucket_holding_a_tensor_above_its_size():
+    """A per-message RPC rate: the bucket holding VGG-16's fc6 (411,041,792 bytes) takes at
+    least its push then its pull at that rate; ResNet-50 (no tensor above 128 MiB) and the
+    ring do not move."""
+    from mpicomm.bench.step_predict import RpcRate
+
+    rpc = RpcRate(128 * 2**20, 100e6)
+    _, (plain,) = _rows("vgg16", [16], ps_placement="tensors", servers=4, local=4)
+    _, (slow,) = _rows("vgg16", [16], ps_placement="tensors", servers=4, local=4, rpc=rpc)
+    fc6 = 25088 * 4096 * 4
+    assert slow["comm_ms"] / 1e3 >= 2 * fc6 / 100e6 > plain["comm_ms"] / 1e3
+    # no overlap: the step is compute, then each bucket's reduction one after the other
+    assert slow["step_ms"] == pytest.approx(slow["compute_ms"] + slow["comm_ms"])
+    for model in ("resnet50", "inception3"):
+        _, (a,) = _rows(model, [16], ps_placement="tensors", servers=4, local=4)
+        _, (b,) = _rows(model, [16], ps_placement="tensors", servers=4, local=4, rpc=rpc)
+        assert a["step_ms"] == b["step_ms"]
+    assert rpc.floors([fc6, 128 * 2**20, 1.0]) == [2 * fc6 / 100e6, 0.0, 0.0]
