@@ -73,8 +73,10 @@ def test_the_check_predicts_what_the_command_prints(check, tmp_path, monkeypatch
     # the command's explicit links are mpicomm's own reducers (not pipelined, build_cluster);
     # the check's clusters run NCCL (pipelined): the same cluster on both sides here
     cluster_of = check.point_cluster
+    from mpicomm.costmodel.device import LAUNCH_S
+
     monkeypatch.setattr(check, "point_cluster", lambda d, q: dataclasses.replace(
-        cluster_of(d, q), pipelined=False))
+        cluster_of(d, q), pipelined=False, launch_s=LAUNCH_S))  # the command's: an add a kernel
     row = check.predict(doc, pt)
     c = doc["clusters"][pt["cluster"]]
     out = tmp_path / "p.json"

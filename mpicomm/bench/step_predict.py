@@ -113,6 +113,8 @@ def _compute(w: Workload, opts: StepOptions, cluster: Cluster,
     if getattr(dev, "cpu_time", False):
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
+    cluster = dataclasses.replace(cluster, launch_s=dev.launch_s if not cluster.pipelined
+                                  else cluster.launch_s)  # mpicomm's reducers: an add a kernel
     if not opts.own_gamma:
         cluster = dataclasses.replace(cluster, gamma_s_per_byte=3.0 / dev.memory_bytes_per_s)
     return device_compute(w, opts.batch_size, dev, opts.precision or "fp32", bucket_sizes,

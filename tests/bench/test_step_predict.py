@@ -233,8 +233,9 @@ def test_a_ring_of_one_rank_a_node_crosses_no_intra_link():
     c = Cluster("t", 1, Link(1e-6, 10e9), Link(5e-6, 12.5e9), 1e-12, 1, pipelined=False)
     n, p = 100e6, 4
     ring = cluster_time("ring", p, n, c)
-    assert ring == pytest.approx(2 * (p - 1) * 5e-6 + 2 * (p - 1) / p * n / 12.5e9
-                                 + (p - 1) / p * n * 1e-12)
+    # each reduce-scatter step moves its 25 MB segment as 24 pieces of at most 1 MiB, an α each
+    assert ring == pytest.approx(2 * (p - 1) * 5e-6 + (p - 1) * 23 * 5e-6
+                                 + 2 * (p - 1) / p * n / 12.5e9 + (p - 1) / p * n * 1e-12)
     assert ring == pytest.approx(cluster_time("hierarchical", p, n, c))  # L = 1: the inter ring
 
 
