@@ -126,7 +126,7 @@ def _comm(variant, p: int, cluster: Cluster, opts: StepOptions, sizes: list[floa
     placed parameter server when a placement, separate servers or a node reduction is asked
     for (``ps_placement.ps_placed_time`` on the busiest server's share of the bucket; with
     ``--ps-node-reduce`` the ring inside the node first, one worker per node after it)."""
-    options = variant.options_at(p)
+    options = {**variant.options_at(p), "op": "mean"}  # the engine averages the gradient
     placed = variant.strategy == "ps" and (opts.ps_placement != "even" or opts.ps_node_reduce
                                            or opts.ps_servers_on == "separate")
     if not placed:

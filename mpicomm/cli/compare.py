@@ -228,7 +228,7 @@ def _predict(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, recor
     """Each record's predicted comm time (and with --model its whole step), on the layout it
     ran on (``_rounds``: ``rpn`` is hierarchical's nodes, the others')."""
     for name, rec in zip(run_cfgs, records, strict=True):
-        opts = {**cfg.reducer_options(),
+        opts = {**cfg.reducer_options(), "op": "mean",  # the engine averages
                 "ranks_per_node": rpn[0] if name == "hierarchical" else rpn[1]}
         # auto: at the switch size it actually used (its own calibration), not this model's;
         # the real parameter server (ps:MODE) has no allreduce formula

@@ -79,8 +79,9 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
     """Predicted seconds of one allreduce of n bytes over p ranks; None without a formula.
 
     ``options``: the strategy's ``ReducerOptions`` fields that change its cost (channels,
-    servers, dedicated, variant, ranks_per_node) and ``in_network`` (use the cluster's
-    reducing switch; None where it has none).
+    servers, dedicated, variant, ranks_per_node), ``in_network`` (use the cluster's
+    reducing switch; None where it has none) and ``op`` ("mean": mpicomm's reducers' scaling
+    kernel added, ``_mean_scale``; the engine's op).
     """
     o = options or {}
     if p <= 1:
@@ -94,8 +95,11 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
     if protocols and (strategy in ("ring", "tree") or (strategy == "hierarchical"
                                                        and o.get("in_network"))):
         return _nccl_time(strategy, p, n, cluster, local, nodes, o, protocols)
-    if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps"):
-        return _stepwise(strategy, p, n, cluster, local, nodes, intra, inter, shared, o)
+    if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps", "native"):
+        scale = _mean_scale(strategy, p, n, cluster, local, nodes, o)
+        if strategy == "native":  # MPI's Allreduce, then the whole buffer scaled
+            return mpi_collective_time("allreduce", n, p, local, intra, shared, g, a0) + scale
+        return _stepwise(strategy, p, n, cluster, local, nodes, intra, inter, shared, o) + scale
     if strategy == "ring":
         return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
                                                                               cluster), c, a0)
@@ -168,6 +172,24 @@ def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nod
     s = int(o.get("servers") or 1)  # one server: its own interface carries all its traffic
     return a0 + ps_interfaces_time(p, n, local, intra, shared if s > 1 else inter, g, s,
                                    bool(o.get("dedicated")), launch=launch)
+
+
+def _mean_scale(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,
+                o: dict) -> float:
+    """op="mean" (``options["op"]``, the training engine's): the kernel that scales the
+    bytes a rank owns once they are summed (``core.flops.scale``: a launch, 2 bytes moved a
+    byte, ⅔·γ), on every rank's path: the ring's n/p (K channels: K kernels of n/(K·p)),
+    hierarchical's n/L (leader: the leaders' n/m), a server's n/S, native's whole n. The
+    tree's roots scale chunk by chunk inside its pipeline: not added."""
+    if o.get("op") != "mean" or strategy == "tree":
+        return 0.0
+    launch, g = cluster.launch_s, cluster.gamma_s_per_byte * 2 / 3
+    if strategy == "ring":
+        kernels = _channels(o.get("channels"), cluster)
+        return kernels * launch + n / p * g
+    owned = {"hierarchical": n / (nodes if o.get("variant") == "leader" else local),
+             "ps": n / max(1, int(o.get("servers") or 1)), "native": n}[strategy]
+    return launch + owned * g
 
 
 def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,
