@@ -347,7 +347,9 @@ def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = No
     gives, or this host's measured links for such a class with ``links_from``; ``nics_per_node``
     defaults to the interfaces that calibration measured between its nodes (``interfaces_per_node``,
     ``costmodel.measure``), else one NIC per rank (``ranks_per_node``), as the virtual clock's
-    per-rank interfaces, so the predictor, the clock and every command agree; one channel.
+    per-rank interfaces, so the predictor, the clock and every command agree; one channel; each
+    local add a kernel of the default device's launch (``device.LAUNCH_S``: the virtual
+    clock's device model charges it, ``core.flops.add``).
 
     Raises ``ConfigError`` for an unknown profile, a bad link or a count < 1.
     """
@@ -377,7 +379,7 @@ def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = No
                    DEFAULT_GAMMA_S_PER_BYTE if gamma_s_per_byte is None else gamma_s_per_byte,
                    nics_per_node or measured_nics or rpn,
                    "links from the command line: " + (", ".join(given) or "defaults"),
-                   channels=channels or 1, pipelined=False)
+                   channels=channels or 1, pipelined=False, launch_s=LAUNCH_S)
 
 
 MEASURED = "this-machine"  # the profile of this host's measured links (``--links-from``)
