@@ -67,7 +67,7 @@ from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
-           "barrier", "max_over"]
+           "barrier", "max_over", "set_fold"]
 
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
@@ -103,6 +103,23 @@ def install(scale: float = 1.0) -> VirtualClock:
         clk.charge_cpu = not flops.active()  # a device model already installed keeps charging
         clock.set_source(clk.now, "virtual")
     return clk
+
+
+def set_fold(fold: int) -> None:
+    """``--fold F``: the run's buffers hold 1/F of each gradient tensor, and the virtual clock
+    charges a buffer's messages and elementwise work F times (``VirtualClock.fold``, read by
+    ``core.flops``). Raises ``ConfigError`` for a fold that is not a positive integer, or one
+    above 1 under the wall clock (nothing would charge the full size)."""
+    if isinstance(fold, bool) or not isinstance(fold, int) or fold < 1:
+        raise ConfigError(f"--fold must be a positive integer, got {fold!r}")
+    clk = clock.virtual()
+    if clk is None:
+        if fold > 1:
+            raise ConfigError(f"--fold {fold}: virtual-clock only (a folded message is charged "
+                              "its full size, which the wall clock cannot do); add --clock "
+                              "virtual")
+        return
+    clk.fold = fold
 
 
 def hold(scale: float = 1.0) -> VirtualClock:
@@ -216,7 +233,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         """Whether the current call's data comes from memory: the buffers of the call
         (``footprint`` bytes a rank, set by the reducer) on all of this host's ranks fill
         its last-level cache. Only a measured link with cold tables tells (``_host_cache``)."""
-        return 0 < self._cache <= self.footprint
+        return 0 < self._cache <= self.footprint * self.clock.fold
 
     # ------------------------------------------------------------ the model
     def _flush(self, receiving: tuple[bool, bool] = (False, False)) -> None:

@@ -41,6 +41,7 @@ from mpicomm.costmodel import device
 from mpicomm.engine import Engine, GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.nn import MLP
+from mpicomm.p2p import set_fold
 from mpicomm.reducers import make_reducer
 from mpicomm.train import (
     metrics,
@@ -92,6 +93,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     """
     comm = metrics.world() if comm is None else comm
     device.install(cfg.accelerator, cfg.precision, cfg.flop_rate)  # refused on the wall clock
+    set_fold(workload_setup.run_fold(cfg, metrics.world().Get_size()))  # the job's, not comm's
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
@@ -292,7 +294,7 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     if world.group is not None:  # a stage or a shard: the loop's model all the same
         model = parallel_setup.make_part(cfg, world.group)
     elif cfg.model:  # a real model's tensors, its compute charged by the device model
-        model = workload_setup.make_model(cfg, world.worker_rank, xp)
+        model = workload_setup.make_model(cfg, world.worker_rank, xp, clock.fold())
     else:
         model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),
@@ -354,7 +356,8 @@ def make_engine(cfg: TrainConfig, world: World, job: Job) -> Engine | None:
     engine = GradEngine(world.reducer, m.grads, m.tensors, m.spans,
                         bucket_bytes=cfg.bucket_mb * 2**20, overlap=cfg.overlap,
                         accumulate=cfg.accumulate, overlap_forward=cfg.overlap_forward,
-                        agree_comm=world.agree_comm)  # every rank a worker (no --dedicated)
+                        agree_comm=world.agree_comm,  # every rank a worker (no --dedicated)
+                        full_tensors=workload_setup.full_tensors(cfg, clock.fold()))
     if job.codec_state is not None and hasattr(world.reducer, "load_codec_state"):
         world.reducer.load_codec_state(job.codec_state)  # error feedback, as saved
     return engine
