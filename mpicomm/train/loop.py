@@ -278,8 +278,8 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
         world.say(
             f"{world.label}: {comm.Get_size()} ranks, {world.workers} workers"
             + (f" x {world.parts} parts" if world.group is not None else "") + " | model "
-            f"{cfg.model or _layers_text(cfg.layers)} ({job.model.num_params:,} params, "
-            f"{job.model.grads.nbytes / 2**10:,.0f} KiB of grads) | batch {cfg.batch_size}/worker"
+            f"{cfg.model or _layers_text(cfg.layers)} ({_size_text(cfg, job.model)})"
+            f" | batch {cfg.batch_size}/worker"
             + (f" × {cfg.accumulate} micro-batches" if cfg.accumulate > 1 else "")
             + f", {world.global_batch} global | {job.ds.source}"
             + (f" | resumed at step {job.start_step}" if cfg.resume else ""))
@@ -331,6 +331,17 @@ def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | N
     require_feedback(cfg.compress, cfg.checkpoint)  # not int8, not topk:RATIO:noef
     buckets = plan_buckets(model.tensors, model.grads.itemsize, cfg.bucket_mb * 2**20)
     return rebucket_residuals(state, buckets, model.num_params)  # --bucket-mb may differ
+
+
+def _size_text(cfg: TrainConfig, model: Any) -> str:
+    """The model's parameters and gradient bytes; folded (``--fold F``): the full ones, and
+    what a rank holds."""
+    f = clock.fold()
+    if f == 1:
+        return f"{model.num_params:,} params, {model.grads.nbytes / 2**10:,.0f} KiB of grads"
+    n = workload_setup.run_num_params(cfg)
+    return (f"{n:,} params, {n * model.grads.itemsize / 2**10:,.0f} KiB of grads; folded {f}: "
+            f"{model.grads.nbytes / 2**10:,.0f} KiB held a rank, charged in full")
 
 
 def _label(cfg: TrainConfig) -> str:
