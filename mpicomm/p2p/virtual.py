@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -67,9 +68,16 @@ from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
-           "barrier", "max_over", "set_fold"]
+           "barrier", "max_over", "set_fold", "idle_wait"]
 
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
+# waiting (``idle_wait``): Tests before the first sleep, the first sleep, its cap (doubling).
+# A wait costs no virtual time, so its wall time only has to leave the cores to the ranks
+# that run: 64-256 ranks on 2 cores, each spinning in MPICH's progress loop, took the cores
+# from the few with work (docs/workloads.md, "Hundreds of ranks": the figures before/after)
+POLL_SPINS = 16
+POLL_FIRST_S = 20e-6
+POLL_MAX_S = 1e-3
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
@@ -82,6 +90,31 @@ def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
         return lambda n: k * link.queue_seconds(n, exchange, cold)
     beta = k * link.beta
     return lambda n: n * beta
+
+
+def idle_wait(requests: list, statuses: list | None = None) -> None:
+    """Complete the MPI ``requests`` by ``Testall`` and growing sleeps (``POLL_*``) instead
+    of a ``Waitall`` that busy-polls: under the virtual clock a wait's wall time is no part
+    of any result, so a waiting rank of an oversubscribed host gives its core away.
+    ``statuses``: filled as ``Testall`` fills them."""
+    test = MPI.Request.Testall
+    for _ in range(POLL_SPINS):
+        if test(requests, statuses):
+            return
+    pause = POLL_FIRST_S
+    while not test(requests, statuses):
+        time.sleep(pause)
+        pause = pause * 2 if pause < POLL_MAX_S else POLL_MAX_S
+
+
+def _idle_call(comm: MPI.Comm, fn: Any, *args: Any) -> None:
+    """The blocking collective ``fn`` (``comm.Allreduce``, ``Reduce``, ``Bcast``,
+    ``Allgather``) as its non-blocking twin and ``idle_wait``."""
+    twin = getattr(comm, "I" + fn.__name__.lower(), None)
+    if twin is None:
+        fn(*args)
+    else:
+        idle_wait([twin(*args)])
 
 
 # ------------------------------------------------------------------ the process's clock
@@ -320,6 +353,12 @@ class VirtualTransport(BlockingByRequests, Transport):
         queued = t + wire
         return at if at > queued else queued
 
+    def _wait_requests(self, requests: list) -> None:
+        """The one wait on requests (``Transport``'s), sleeping between polls: ``idle_wait``."""
+        stall.wait_begin(len(requests))  # watched as every wait (p2p/stall.py, 2a.)
+        idle_wait(requests)
+        stall.wait_end()
+
     # ------------------------------------------------------------ blocking
     # one bracket around the pair and its wait: the model's own bookkeeping is not charged
     # as compute, and the CPU clock is read twice per call instead of six times (a system
@@ -424,10 +463,10 @@ class VirtualTransport(BlockingByRequests, Transport):
     def _hold(self, buf: Any, tag: int, held: dict) -> None:
         """Receive one message of ``tag`` from any source and its stamp; keep a copy."""
         st = MPI.Status()
-        self.comm.Recv(buf, MPI.ANY_SOURCE, tag, st)
+        idle_wait([self.comm.Irecv(buf, MPI.ANY_SOURCE, tag)], [st])
         src = st.Get_source()
         stamp = self._stamp()
-        self.stamps.Recv(stamp, src, tag)
+        idle_wait([self.stamps.Irecv(stamp, src, tag)])
         held.setdefault(src, []).append((float(stamp[0]), float(stamp[1]), buf.copy()))
         self._spare.append(stamp)
 
@@ -440,8 +479,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         try:
             self._flush()
             stall.wait_begin(comm.Get_size() - 1)  # watched (p2p/stall.py, 2a.)
-            comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
-            fn(*args)
+            idle_wait([comm.Iallreduce(MPI.IN_PLACE, self._max, MPI.MAX)])
+            _idle_call(comm, fn, *args)
             stall.wait_end()
             c = self.cluster
             spec = c.inter if remote else c.intra
@@ -590,7 +629,10 @@ def max_over(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
     clk = clock.virtual()
     both = np.concatenate(([clk.enter() if clk is not None else 0.0], values)).astype(np.float64)
     try:
-        comm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
+        if clk is None:
+            comm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
+        else:  # a wait is free under the virtual clock: leave the core to the ranks that run
+            idle_wait([comm.Iallreduce(MPI.IN_PLACE, both, MPI.MAX)])
     finally:
         if clk is not None:
             clk.leave(float(both[0]))

@@ -87,7 +87,8 @@ class TrainFields(ReducerFields):
                                         # WxN repeats a width (256,64x48,10); with --data
                                         # digits the default is 64,128,10
     batch_size: int = 64                # rows per worker per micro-batch
-    steps: int = 300                    # total optimizer steps (a resumed run continues to it)
+    steps: int = 300                    # total optimizer steps (a resumed run continues to it;
+                                        # --model: 6 unless given, every step is the same)
     lr: float = 0.05                    # base learning rate
     momentum: float = 0.9               # SGD momentum (0 = plain SGD)
     weight_decay: float = 1e-4          # L2 added to every gradient (weights and biases)

@@ -133,3 +133,25 @@ def test_the_model_is_the_workloads_layout():
     last = next(m.backward())  # the last layer's gradient is final first
     assert last == len(workload("resnet50").layers) - 1
     assert math.isclose(float(m.grads[m.spans[last]][0]), (last + 1) * 2 * 1e-6, rel_tol=1e-6)
+
+
+def test_a_model_run_takes_6_steps_unless_steps_is_typed():
+    """Every step of the device model is the same: ``--model`` runs 6 (the first untimed),
+    and a typed ``--steps`` is kept, at its default value too."""
+    from mpicomm.cli.config import MODEL_STEPS, train_config
+    from mpicomm.cli.flags import given_dests
+    from mpicomm.cli.main import build_parser
+    from mpicomm.core.flags import GIVEN
+
+    parser = build_parser()
+
+    def cfg(*argv):
+        args = parser.parse_args(list(argv))
+        setattr(args, GIVEN, given_dests(parser, list(argv)))
+        return train_config(args)
+
+    assert MODEL_STEPS == 6
+    assert cfg("train", "--model", "resnet50").steps == 6
+    assert cfg("train", "--model", "resnet50", "--steps", "300").steps == 300
+    assert cfg("train").steps == 300  # the MLP learns: its default stands
+    assert cfg("compare", "--model", "mlp").steps == 6
