@@ -413,7 +413,15 @@ def _clock_line(cfg) -> str:
             f"{dev['memory_bytes_per_s'] / 1e9:,.0f} GB/s, {dev['launch_s'] * 1e6:.1f} us a "
             "kernel), every message by the link model, so the times are the modelled "
             "cluster's, the same on any machine, load and MPI "
-            "(docs/virtual_clock.md)")
+            "(docs/virtual_clock.md)" + _fold_text())
+
+
+def _fold_text() -> str:
+    """--fold F (the record's ``fold``): what a folded run held and was charged."""
+    f = clock.fold()
+    return "" if f == 1 else (f"; folded {f} (--fold): each rank held 1/{f} of every "
+                              "tensor, and every message and elementwise kernel was charged "
+                              "its full size (docs/workloads.md)")
 
 
 def _step_line(cfg, records: list[dict], names: list[str]) -> str:

@@ -71,13 +71,13 @@ __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "i
            "barrier", "max_over", "set_fold", "idle_wait"]
 
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
-# waiting (``idle_wait``): Tests before the first sleep, the first sleep, its cap (doubling).
-# A wait costs no virtual time, so its wall time only has to leave the cores to the ranks
-# that run: 64-256 ranks on 2 cores, each spinning in MPICH's progress loop, took the cores
-# from the few with work (docs/workloads.md, "Hundreds of ranks": the figures before/after)
-POLL_SPINS = 16
-POLL_FIRST_S = 20e-6
-POLL_MAX_S = 1e-3
+# waiting (``idle_wait``): tests with a yield between them before the first sleep (a message
+# due in microseconds costs no sleep), the first sleep and its cap (doubling). A wait costs
+# no virtual time, so its wall time only has to leave the cores to the ranks that run
+# (docs/workloads.md, "Hundreds of ranks": the measurements behind these figures)
+POLL_YIELDS = 64
+POLL_FIRST_S = 50e-6
+POLL_MAX_S = 5e-4
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
@@ -93,14 +93,16 @@ def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
 
 
 def idle_wait(requests: list, statuses: list | None = None) -> None:
-    """Complete the MPI ``requests`` by ``Testall`` and growing sleeps (``POLL_*``) instead
-    of a ``Waitall`` that busy-polls: under the virtual clock a wait's wall time is no part
-    of any result, so a waiting rank of an oversubscribed host gives its core away.
+    """Complete the MPI ``requests`` by ``Testall``, first yielding the core between tests
+    (``POLL_YIELDS``), then with growing sleeps (``POLL_FIRST_S`` to ``POLL_MAX_S``), never a
+    ``Waitall`` that spins: under the virtual clock a wait's wall time is no part of any
+    result, so a rank of an oversubscribed host that waits gives its core away.
     ``statuses``: filled as ``Testall`` fills them."""
     test = MPI.Request.Testall
-    for _ in range(POLL_SPINS):
+    for _ in range(POLL_YIELDS):
         if test(requests, statuses):
             return
+        os.sched_yield()
     pause = POLL_FIRST_S
     while not test(requests, statuses):
         time.sleep(pause)
