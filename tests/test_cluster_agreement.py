@@ -88,3 +88,41 @@ def test_every_command_builds_the_same_cluster_from_the_same_flags():
         assert not predicted.pipelined and not run.pipelined  # mpicomm's reducers
     transport = build_cluster(ranks_per_node=4, inter="20us,1GB/s", intra="2us,10GB/s")
     assert transport.line() == cluster_of(parser.parse_args(FLAGS), 8).line()
+
+
+@pytest.mark.slow
+def test_ps_servers_share_a_nic_only_with_servers(tmp_path):
+    """8 ranks as 2 nodes x 4 behind ONE NIC a node, ps with S = 2 (a server a node): a
+    node's NIC carries its 4 workers' pushes of n/S to the other node's server, then that
+    server's answers to its 4 workers: 2·L·(n/S) bytes each way, 4n·β at L = 4, S = 2. Both
+    the clock and the predictor charged every queue the 4-rank share, the servers' incast
+    too: 16n·β, four times the NIC's bytes (the clock's receive queue and the predictor's
+    server queue now share by the node's servers, the workers' by its workers)."""
+    nics = ["--nics-per-node", "1"]
+    measured = _bench(tmp_path, "ps", ["--servers", "2"], nics)["ps"]
+    predicted, _ = _predict("ps", ["--servers", "2"], nics)
+    local, servers, beta = 4, 2, 1e-9  # --inter-link 20us,1GB/s: β = 1 ns a byte
+    nic_us = 2 * local * (N / servers) * beta * 1e6
+    assert 0.9 <= measured / predicted <= 1.1, (measured, predicted)
+    assert 1.0 <= measured / nic_us <= 1.15, (measured, nic_us)  # α and the adds on top
+
+
+def test_ps_formula_shares_nics_by_role():
+    """``ps_interfaces_time`` with one NIC a node: a server's queue shares it with the
+    node's servers, a worker's with its workers (2 nodes x 4, S = 2: 2·4·(n/2)·β = 4n·β
+    plus α per round), not every queue with all four ranks (16n·β)."""
+    from mpicomm.costmodel.cluster_formulas import ps_interfaces_time
+
+    n, beta, piece = float(8 << 20), 1e-9, float(1 << 20)
+    t = ps_interfaces_time(8, n, 4, (0.0, 1e-12), (0.0, beta), 0.0, servers=2, piece=piece,
+                           nics=1)
+    assert t == pytest.approx(4 * n * beta)
+    # one NIC a rank (None): each queue alone on its own; the server's 4 remote workers
+    # queue n/S each on it: 4·(n/2)·β per phase
+    alone = ps_interfaces_time(8, n, 4, (0.0, 1e-12), (0.0, beta), 0.0, servers=2,
+                               piece=piece)
+    assert alone == pytest.approx(4 * n * beta)
+    # S = 8 (every rank serves) on one NIC a node: all four share it both ways
+    every = ps_interfaces_time(8, n, 4, (0.0, 1e-12), (0.0, beta), 0.0, servers=8,
+                               piece=piece, nics=1)
+    assert every == pytest.approx(2 * 4 * 4 * (n / 8) * beta)

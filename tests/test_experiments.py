@@ -99,7 +99,7 @@ def test_unknown_figure_key(ctx):
 
 
 def test_registry_has_the_figures_of_this_branch():
-    assert {"1", "2", "3", "4", "5", "8", "9"} <= set(E.FIGURES)
+    assert {"1", "2", "3", "4", "5", "8", "9", "10"} <= set(E.FIGURES)
 
 
 @pytest.mark.slow
@@ -340,3 +340,33 @@ def test_experiments_refuses_bad_seconds(flags, message, tmp_path):
     with pytest.raises(E.ConfigError, match=message):
         cmd.run(args)
     assert not (tmp_path / "README.md").exists()
+
+
+# ------------------------------------------------ figure 10 on synthetic records
+FIG10_PANELS = {("25 GbE", "resnet50"): {
+    "predicted": {"ps": {8: 0.98, 16: 0.40, 1024: 0.05}, "ring": {8: 1.0, 16: 0.95, 1024: 0.70},
+                  "hierarchical": {8: 1.0, 16: 0.97, 1024: 0.90}},
+    "virtual": {"ps": {8: 0.96, 16: 0.42}, "ring": {8: 1.0}}}}
+
+
+def test_figure10_text_from_records():
+    """The best strategy at the largest count, where ps falls under the ring, and the
+    largest gap of a virtual point from its line, all read from the records."""
+    from mpicomm.figures import workload_scaling as W
+    text = W.conclusion(FIG10_PANELS)
+    assert "resnet50 on 25 GbE: at 1024 GPUs hierarchical 0.90 (ps 0.05, ring 0.70)" in text
+    assert "ps under the ring from 16 GPUs" in text
+    assert "The 3 virtual-run points lie within 5.0% of their lines (largest: ps, resnet50 " \
+           "at 16 ranks)" in text
+    args = W.virtual_args("ethernet-25g", "v100", "resnet50", 64, 16)
+    assert args[args.index("--servers") + 1] == "2"  # one server per node of 8
+    assert args[-2:] == ["--clock", "virtual"] and "--accelerator" in args
+    pred = W.predict_args("dgx-h100-ib400", None, "bert-large", 32, 1024)
+    assert pred[pred.index("--servers") + 1] == "128" and "--accelerator" not in pred
+
+
+@pytest.mark.slow
+def test_figure10_plot_from_records(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mpicomm.figures import workload_scaling as W
+    assert open(W.draw(FIG10_PANELS, str(tmp_path / "f10.png")), "rb").read(4) == b"\x89PNG"

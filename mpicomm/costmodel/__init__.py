@@ -12,7 +12,6 @@ from mpicomm.costmodel.cluster import Cluster, Link
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
     multichannel_ring_time,
-    ps_duplex_time,
     switch_tree_time,
     tree_time,
 )
@@ -39,7 +38,7 @@ __all__ = [
     "auto_crossover", "emulated_link", "with_emulated_links", "ps_time_interfaces",
     "pingpong", "exchange", "measure_gamma", "quick_params",
     "Cluster", "Link", "cluster_time", "multichannel_ring_time", "tree_time",
-    "hierarchical_pipelined_time", "switch_tree_time", "ps_duplex_time",
+    "hierarchical_pipelined_time", "switch_tree_time",
 ]
 
 _CALIBRATE = ("pingpong", "exchange", "measure_gamma", "quick_params")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["ring_latency", "multichannel_ring_time", "tree_time", "tree_inter_factor",
-           "hierarchical_pipelined_time", "switch_tree_time", "ps_duplex_time",
+           "hierarchical_pipelined_time", "switch_tree_time",
            "recursive_doubling_cluster_time", "rabenseifner_cluster_time", "ps_interfaces_time"]
 
 
@@ -142,26 +142,6 @@ def switch_tree_time(n: float, local: int, nodes: int, switch: tuple[float, floa
     return lat + max(inside, tree_inter_factor(nodes) * n * be / max(1, nics))
 
 
-def ps_duplex_time(p: int, n: float, alpha: float, beta: float, gamma: float,
-                   servers: int = 1, dedicated: bool = False, alpha_call: float = 0.0) -> float:
-    """Parameter server on full-duplex links: the busiest server's one direction (fact 4).
-
-    Colocated (W = p workers, S of them also serve n/S each): a server receives p−1 pushes
-    and S−1 answers and sends p−1 answers and S−1 pushes: (p+S−2) messages of n/S each way;
-    it adds (p−1)·n/S as pushes arrive. Dedicated (W = p − S): W messages each way, W−1 adds.
-    t = α0 + k·α + max(k·(n/S)·β, adds·γ), k the messages each way. Pushes and pulls stream
-    in chunks, the answer to a chunk leaving once it is summed, so the two directions
-    overlap. S = 1: (p−1)(α + nβ) where a half-duplex link pays twice that; S = p: the
-    ring's 2(p−1)/p·nβ.
-    """
-    if p <= 1:
-        return 0.0
-    s = max(1, servers)
-    k = (p - s) if dedicated else (p + s - 2)
-    adds = (k - 1) if dedicated else (p - 1)
-    return alpha_call + k * alpha + max(k * n / s * beta, adds * n / s * gamma)
-
-
 def _rounds(p: int, local: int) -> tuple[int, int, int]:
     """(P = 2^⌊lg p⌋, rounds inside a node, rounds across) of a distance-doubling exchange."""
     pof2 = 1 << (max(p, 1).bit_length() - 1)
@@ -206,7 +186,8 @@ def rabenseifner_cluster_time(p: int, n: float, local: int, intra: tuple[float, 
 
 def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
                        inter: tuple[float, float], gamma: float, servers: int = 1,
-                       dedicated: bool = False, piece: float = float(1 << 20)) -> float:
+                       dedicated: bool = False, piece: float = float(1 << 20),
+                       nics: int | None = None) -> float:
     """mpicomm's ps over one interface per rank and link class (the virtual clock's model).
 
     Ranks r on node r // L; colocated servers on ranks s·p//S, dedicated ones the last S.
@@ -223,7 +204,11 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
     itself); a worker's send and receive queue, the servers there (full duplex: the two
     roles of a colocated rank use opposite queues). Intra-node peers queue on the intra
     class only, so a server on a node of L ranks queues p − L inter-node pushes, not p − 1
-    (the host form ``ps_time``).
+    (the host form ``ps_time``). With ``nics`` c NICs a node (None: one a rank), a queue
+    across nodes shares them with the node's ranks in the same role at once: a server's
+    queues β_e·⌈S_j/c⌉ (S_j servers on its node j), a worker's β_e·⌈W_j/c⌉ (W_j workers),
+    as the clock's ``cross_at_once(sending, receiving)`` per phase: pushes leave from every
+    worker of a node and arrive at its few servers.
     """
     if p <= 1:
         return 0.0
@@ -233,19 +218,34 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
     shard = n / s
     rounds = 1 if dedicated else max(1, math.ceil(shard / piece))
     sizes = [shard] if dedicated else [min(piece, shard - i * piece) for i in range(rounds)]
-    links = (intra, inter)
+    nodes = -(-p // local)
+    is_srv, is_wrk = [False] * p, [False] * p
+    srv_on, wrk_on = [0] * nodes, [0] * nodes  # servers, workers on each node
+    for x in srv:
+        is_srv[x], srv_on[x // local] = True, srv_on[x // local] + 1
+    for x in workers:
+        is_wrk[x], wrk_on[x // local] = True, wrk_on[x // local] + 1
+
+    def beta_e(on_node: int) -> float:  # the NIC share of a role's queue across nodes
+        return inter[1] * (1 if nics is None else max(1, math.ceil(on_node / nics)))
+
+    # per rank and role: (peers on its node, peers elsewhere, that role's β across)
+    queues = []
+    for r in range(p):
+        j = r // local
+        if is_srv[r]:  # its workers
+            here = wrk_on[j] - is_wrk[r]
+            queues.append((here, len(workers) - wrk_on[j], beta_e(srv_on[j])))
+        if is_wrk[r]:  # its servers
+            here = srv_on[j] - is_srv[r]
+            queues.append((here, len(srv) - srv_on[j], beta_e(wrk_on[j])))
+    # the busiest queue: α of a class used, plus its messages' bytes (linear in the size)
+    alpha = max([intra[0] for h, _, _ in queues if h] + [inter[0] for _, e, _ in queues if e]
+                + [0.0])
+    per_byte = max([h * intra[1] for h, _, _ in queues] + [e * b for _, e, b in queues] + [0.0])
 
     def busiest(size: float) -> float:
-        worst, alpha = 0.0, 0.0
-        for r in range(p):  # a server's workers on one queue, a worker's servers on the other
-            for peers in ([w for w in workers if w != r] if r in srv else [],
-                          [x for x in srv if x != r] if r in workers else []):
-                for c in (0, 1):
-                    k = sum(1 for x in peers if (x // local != r // local) == bool(c))
-                    if k:
-                        worst = max(worst, k * size * links[c][1])
-                        alpha = max(alpha, links[c][0])
-        return alpha + worst
+        return alpha + size * per_byte
 
     senders = len(workers) - (0 if dedicated else 1)
     return sum(max(busiest(m), senders * m * gamma) for m in sizes) + busiest(shard)

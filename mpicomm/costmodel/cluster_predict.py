@@ -9,8 +9,10 @@ cluster's), m = ⌈p/L⌉ nodes; one node means every step is intra-node. The fo
     tree            NCCL's double binary tree
     hierarchical    reduce_scatter or leader, phases pipelined; ``in_network`` and a cluster
                     with a reducing switch: switch reduction inside, tree across (NVLSTree)
-    ps              S servers on full-duplex links; S > 1 puts all L ranks of a node on its
-                    c NICs at once (β_e·L/c), one server crosses on its own NIC
+    ps              mpicomm's ps on every cluster, as the clock runs it (``ps_interfaces_time``):
+                    pushes in pieces, then pulls; a queue across nodes shares its node's c
+                    NICs with the node's ranks in the same role (workers push from all L at
+                    once, answers leave from the node's S_j servers): β_e·⌈L/c⌉, β_e·⌈S_j/c⌉
     recursive_doubling: all L ranks cross at once
     native          MPI's Allreduce as MPICH picks it (``native.mpi_collective_time``: recursive
                     doubling below 2 KiB, Rabenseifner from there), all L ranks crossing
@@ -38,7 +40,6 @@ from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
     multichannel_ring_time,
-    ps_duplex_time,
     ps_interfaces_time,
     recursive_doubling_cluster_time,
     switch_tree_time,
@@ -103,10 +104,8 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
             return switch_tree_time(n, local, nodes, switch, inter, c, a0)
         return hierarchical_pipelined_time(n, local, nodes, intra, inter, g, c, a0,
                                            o.get("variant") or "reduce_scatter")
-    if strategy == "ps":
-        s = int(o.get("servers") or 1)
-        alpha, beta = (shared if s > 1 else (inter[0], max(inter[1], intra[1])))
-        return ps_duplex_time(p, n, alpha, beta, g, s, bool(o.get("dedicated")), a0)
+    if strategy == "ps":  # mpicomm's ps as the clock runs it: pushes in pieces, then pulls
+        return _stepwise("ps", p, n, cluster, local, nodes, intra, inter, shared, o)
     if strategy == "recursive_doubling":
         return recursive_doubling_cluster_time(p, n, local, intra, shared, g, a0)
     if strategy == "native":  # MPICH's pick, as the virtual clock charges MPI's Allreduce
@@ -147,9 +146,9 @@ def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nod
         return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g, variant)
     if strategy == "tree":
         return a0 + tree_cluster_time(p, n, local, intra, shared, g)
-    s = int(o.get("servers") or 1)  # one server: its own interface carries all its traffic
-    return a0 + ps_interfaces_time(p, n, local, intra, shared if s > 1 else inter, g, s,
-                                   bool(o.get("dedicated")))
+    s = int(o.get("servers") or 1)  # each role's queues share the node's NICs by themselves
+    return a0 + ps_interfaces_time(p, n, local, intra, inter, g, s, bool(o.get("dedicated")),
+                                   nics=nics if nodes > 1 else None)
 
 
 def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,

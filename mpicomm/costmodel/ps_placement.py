@@ -26,7 +26,8 @@ duplex, pushes and pulls streamed in chunks so the two directions overlap):
     T = α_call + 2α + max(busiest NIC's bytes·β, max_s (W−1)·load_s·γ)
 
 With one rank per node, one NIC and an even split over S = p colocated servers this is the
-ring's 2(p−1)/p·nβ, as ``cluster_formulas.ps_duplex_time`` (tests hold the two equal at α = 0).
+ring's 2(p−1)/p·nβ, as ``cluster_formulas.ps_interfaces_time`` (mpicomm's ps; tests hold the
+two equal at α = 0).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from mpicomm.core.errors import ConfigError
-from mpicomm.figures import catalog, layouts, sweeps  # noqa: F401 - importing registers the figures
+from mpicomm.figures import catalog, layouts, sweeps, workload_scaling  # noqa: F401 - importing registers the figures
 from mpicomm.figures.registry import FIGURES, Context, Section
 
 __all__ = ["Context", "Section", "FIGURES", "run_figures", "ordered_keys", "write_readme"]

@@ -145,9 +145,9 @@ class Transport:
         c.inter_bytes_sent += inter_sent
         c.inter_bytes_recv += inter_recv
 
-    def cross_at_once(self, k: int) -> None:
-        """``k`` ranks of a node cross node boundaries at once (the virtual clock's interface
-        sharing, ``VirtualTransport``); nothing here."""
+    def cross_at_once(self, k: int, receiving: int | None = None) -> None:
+        """``k`` ranks of a node send and ``receiving`` receive across node boundaries at once
+        (the virtual clock's interface sharing, ``VirtualTransport``); nothing here."""
 
     def direct(self) -> MPI.Comm | None:
         """Return ``comm`` for direct calls (see the module docstring): this class only.

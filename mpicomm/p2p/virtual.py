@@ -32,8 +32,10 @@ Full duplex: send and receive queues are separate, one pair per link class per
 rank. With ``nics_per_node`` c (by default one per rank), the k ranks of
 a node that cross node boundaries at once share the c interfaces: β across nodes
 is multiplied by ⌈k/c⌉. k is the algorithm's (``Reducer.crossing_ranks``: the
-ring's one boundary rank, K for K channels, every rank for ps with S > 1,
-hierarchical, the tree and recursive doubling), as in the predictor.
+ring's one boundary rank, K for K channels, every rank for hierarchical, the tree
+and recursive doubling), as in the predictor; ps sets it per phase and direction
+(``cross_at_once(sending, receiving)``): pushes leave from a node's W_j workers and
+arrive at its S_j servers, answers the other way.
 
 ``collective(kind, nbytes, remote, comm, fn, *args)`` runs an MPI collective a
 reducer calls directly (native's Allreduce, the leader variant's Reduce/Bcast,
@@ -219,7 +221,9 @@ class VirtualTransport(BlockingByRequests, Transport):
             raise RuntimeError("VirtualTransport: install the virtual clock first "
                                "(mpicomm.p2p.virtual.install)")
         self.stamps = comm.Dup()  # collective, as the transport's creation
-        self.share = 0  # ranks per interface: set (with its tables) by ``cross_at_once``
+        self.share = 0  # ranks per interface of a send: set (with its tables) by ``cross_at_once``
+        self._shares: tuple[int, int] = (0, 0)  # (send, receive) ranks per interface
+        self._tables: dict[tuple[int, int], tuple] = {}
         self.cross_at_once(self.local)
         c = self.cluster
         self._cache = _host_cache(comm, c)  # bytes of this host's caches, 0: no model
@@ -232,21 +236,37 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
-    def cross_at_once(self, k: int) -> None:
-        """``k`` ranks of each node cross node boundaries at once: they share the node's
-        ``nics_per_node`` interfaces (β across nodes x ⌈min(k, local)/c⌉)."""
-        share = max(1, math.ceil(min(k, self.local) / self.cluster.nics_per_node))
-        if share == self.share:  # auto asks before every call: the tables stand
+    def cross_at_once(self, k: int, receiving: int | None = None) -> None:
+        """``k`` ranks of each node send across node boundaries at once, ``receiving`` (default
+        ``k``) receive across them at once: they share the node's ``nics_per_node``
+        interfaces, each direction by its own count (β across nodes x ⌈min(k, local)/c⌉ on
+        this rank's send queue, x ⌈min(receiving, local)/c⌉ on its receive queue). A
+        parameter server's pushes leave from all L workers of a node but arrive at its few
+        servers: one count for both directions charged each server's incast L times over."""
+        recv = k if receiving is None else receiving
+        shares = tuple(max(1, math.ceil(min(x, self.local) / self.cluster.nics_per_node))
+                       for x in (k, recv))
+        if shares == self._shares:  # ps and auto ask before every call: the tables stand
             return
-        self.share = share
+        self._shares = shares
+        self.share = shares[0]
+        tables = self._tables.get(shares)
+        if tables is None:
+            tables = self._tables[shares] = self._build_tables(*shares)
+        self._ab, self._wires, self._recv_wires = tables
+
+    def _build_tables(self, send_share: int, recv_share: int) -> tuple:
+        """Per peer: (α, β), and the queue seconds by size (``_wire``) of a send and of a
+        receive, each keyed (exchange, cold)."""
         links = (self.cluster.intra, self.cluster.inter)
-        k_of = [share if r else 1 for r in self.remote]  # per peer: ranks per interface
-        self._ab = [(links[r].alpha_s, k * links[r].beta)
-                    for r, k in zip(self.remote, k_of, strict=True)]
-        # (exchange, cold) -> per peer: n -> queue seconds (``_book``)
-        self._wires = {(x, c): [_wire(links[r], k, x, c)
-                                for r, k in zip(self.remote, k_of, strict=True)]
-                       for x in (False, True) for c in (False, True)}
+
+        def per_peer(share: int, x: bool, c: bool) -> list:
+            return [_wire(links[r], share if r else 1, x, c) for r in self.remote]
+        ab = [(links[r].alpha_s, (send_share if r else 1) * links[r].beta) for r in self.remote]
+        wires = {(x, c): per_peer(send_share, x, c) for x in (False, True) for c in (False, True)}
+        recv_wires = {(x, c): per_peer(recv_share, x, c) for x in (False, True)
+                      for c in (False, True)}
+        return ab, wires, recv_wires
 
     def describe(self) -> dict:
         d = super().describe()
@@ -327,7 +347,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         PS's later pushes fill the time its earlier ones had taken, 219 ms instead of 268)."""
         c = 1 if self.remote[source] else 0
         alpha = self._ab[source][0]
-        wire = self._wires[exchange, self._cold()][source](nbytes)
+        wire = self._recv_wires[exchange, self._cold()][source](nbytes)
         if posted > start and nbytes >= self._rendezvous[c]:  # the bytes wait for the receive
             start, end = posted, end + (posted - start)
         t = start + alpha

@@ -56,8 +56,10 @@ class PSGroup:
         self.p2p = make_transport(self.comm, node_map(self.comm, ranks_per_node), self.stats,
                                   inter_link, intra_link, nics_per_node=nics_per_node,
                                   links_from=links_from)
-        self.p2p.cross_at_once(1 if servers == 1 else self.comm.Get_size())  # --nics-per-node
         rank, workers = self.comm.Get_rank(), self.layout.workers
+        node = self.p2p.node_of  # --nics-per-node: a rank shares its node's NICs with the
+        role = workers if rank in workers else self.layout.servers  # ranks of its role there
+        self.p2p.cross_at_once(sum(node[r] == node[rank] for r in role))
         self.num_workers = len(workers)
         self.worker_rank = workers.index(rank) if rank in workers else None
         self.is_worker = self.worker_rank is not None

@@ -155,10 +155,18 @@ class ParameterServerReducer(Reducer):
         self._sp_push, self._sp_rows, self._sp_pulls = SlotBuffer(), SlotBuffer(), SlotBuffer()
         self._sp_counts = np.zeros(S, dtype=np.int64)  # top-k: pairs each server sends back
         self._header = np.zeros(4, dtype=np.int64)
+        node = self.p2p.node_of
+        here = [r for r in range(p) if node[r] == node[self.rank]]
+        # (send, receive) ranks of this node on its interfaces at once: pushes leave from
+        # the node's workers and arrive at its servers; the answers go the other way
+        self._push_shares = (sum(r in self.workers for r in here),
+                             sum(r in self.servers for r in here))
+        self._pull_shares = self._push_shares[::-1]
 
     def crossing_ranks(self) -> int:
-        """One server crosses on its own interface; S > 1 servers: every rank at once."""
-        return 1 if self.options.servers == 1 else self.comm.Get_size()
+        """Every rank of a node may push across at once (each call sets the push's and the
+        pull's own counts per direction: ``_push_shares``)."""
+        return self.comm.Get_size()
 
     def describe(self) -> dict:
         d = super().describe()
@@ -193,6 +201,7 @@ class ParameterServerReducer(Reducer):
         if wire is not None:
             def nb(m: int) -> int:
                 return wire.nbytes(m, flat.dtype)
+        p2p.cross_at_once(*self._push_shares)
         for off in range(0, max(plan.largest, 1), piece):
             reqs = []
             if self.shard is not None:  # server: receive this piece from every other worker
@@ -226,6 +235,7 @@ class ParameterServerReducer(Reducer):
             if wire is not None:  # the server keeps exactly what the workers decode
                 send_own = wire.seal(own, "pull")
         # 4. pull every other server's range into place; serve own range to all
+        p2p.cross_at_once(*self._pull_shares)
         pulls = []
         for s, server in enumerate(self.servers):
             if server != me:
@@ -269,6 +279,7 @@ class ParameterServerReducer(Reducer):
         W = len(self._others) + 1
         rows = self._sp_rows.reserve(W, slot)
         reqs = []
+        p2p.cross_at_once(*self._push_shares)
         if sh is not None:
             reqs = [p2p.irecv(rows[i * slot : i * slot + nbs[sh]], w, _TAG_PUSH)
                     for i, w in enumerate(self._others)]
@@ -277,6 +288,7 @@ class ParameterServerReducer(Reducer):
                  for s, server in enumerate(self.servers) if server != me]
         p2p.waitall(reqs)
         cap = W * slot
+        p2p.cross_at_once(*self._pull_shares)
         pulls = self._sp_pulls.reserve(S, cap)
         counts = self._sp_counts
         sends = []
@@ -316,10 +328,12 @@ class ParameterServerReducer(Reducer):
         h[:] = (_CMD_REDUCE, flat.size, DTYPE_CODES[flat.dtype],
                 OP_MEAN if scale is not None else OP_SUM)
         reqs = []
+        p2p.cross_at_once(*self._push_shares)
         for s, server in enumerate(self.servers):
             reqs.append(p2p.isend(h, server, _TAG_HEADER))
             reqs.append(p2p.isend(flat[b[s] : b[s + 1]], server, _TAG_PUSH))
         p2p.waitall(reqs)
+        p2p.cross_at_once(*self._pull_shares)
         p2p.waitall([p2p.irecv(flat[b[s] : b[s + 1]], server, _TAG_PULL)
                      for s, server in enumerate(self.servers)])
 
@@ -354,6 +368,7 @@ class ParameterServerReducer(Reducer):
             plan = self._plan(n, CODE_DTYPES[dtype_code], np)
             rows = plan.rows
             # 2. receive every worker's range, sum, scale once
+            p2p.cross_at_once(*self._push_shares)
             p2p.waitall([p2p.irecv(rows[i], w, _TAG_PUSH) for i, w in enumerate(self.workers)])
             acc = plan.acc
             np.add.reduce(rows, axis=0, out=acc)
@@ -362,6 +377,7 @@ class ParameterServerReducer(Reducer):
                 acc *= 1.0 / W
                 flops.scale(acc.size)
             # 3. answer the pulls
+            p2p.cross_at_once(*self._pull_shares)
             p2p.waitall([p2p.isend(acc, w, _TAG_PULL) for w in self.workers])
             self.stats.add(time.perf_counter() - t0)
 

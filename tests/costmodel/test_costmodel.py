@@ -214,20 +214,6 @@ def test_switch_tree_by_hand():
         25e-6 + 4 * AE + 2 * NN * BE / 8)
 
 
-def test_ps_full_duplex_by_hand():
-    from mpicomm.costmodel import ps_duplex_time
-
-    # one server, 16 ranks: 15 pushes in and 15 answers out at once: 15(α + Nβ)
-    assert ps_duplex_time(16, NN, AE, BE, 1e-12) == pytest.approx(15 * (AE + NN * BE))
-    assert ps_duplex_time(16, NN, AE, BE, 1e-12) == pytest.approx(
-        ps_time(16, NN, AE, BE, 0) / 2)  # half the half-duplex host formula without γ
-    # S = p: the ring's 2(p-1)/p·Nβ; dedicated 4 servers for 12 workers: 12 messages of N/4
-    assert ps_duplex_time(16, NN, AE, BE, 1e-12, servers=16) == pytest.approx(
-        30 * AE + 2 * 15 / 16 * NN * BE)
-    assert ps_duplex_time(16, NN, AE, BE, 1e-12, servers=4, dedicated=True) == pytest.approx(
-        12 * AE + 12 * NN / 4 * BE)
-
-
 def test_cluster_links_for_the_virtual_clock():
     from mpicomm.core.errors import ConfigError
     from mpicomm.costmodel import Cluster, Link

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from mpicomm.costmodel.cluster_formulas import ps_duplex_time
+from mpicomm.costmodel.cluster_formulas import ps_interfaces_time
 from mpicomm.costmodel.ps_placement import (
     place_chunks,
     place_tensors,
@@ -71,7 +71,8 @@ def test_vgg16_fc6_sits_on_one_server_whole_but_spreads_in_chunks():
 def test_even_colocated_one_rank_a_node_is_the_clusters_ps_formula(p):
     n, beta = 64e6, 1e-9
     placed = ps_placed_time([n / p] * p, p, 1, (0.0, beta / 10), (0.0, beta), 0.0)
-    assert placed == pytest.approx(ps_duplex_time(p, n, 0.0, beta, 0.0, servers=p))
+    assert placed == pytest.approx(ps_interfaces_time(p, n, 1, (0.0, beta / 10), (0.0, beta),
+                                                      0.0, servers=p))
 
 
 def test_separate_servers_take_the_busier_of_their_nics_and_the_workers():

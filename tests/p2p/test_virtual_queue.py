@@ -23,6 +23,8 @@ def _receiver(senders: int):
     wires = [lambda n: n * BETA] * (senders + 1)  # a modelled link: every table n·β
     return SimpleNamespace(remote=[True] * (senders + 1), _ab=[(ALPHA, BETA)] * (senders + 1),
                            _wires={(x, c): wires for x in (False, True) for c in (False, True)},
+                           _recv_wires={(x, c): wires for x in (False, True)
+                                        for c in (False, True)},
                            _cold=lambda: False, _rendezvous=[float("inf")] * 2,
                            _recv_busy=[[], []], _recv_floor=[0.0, 0.0])
 
