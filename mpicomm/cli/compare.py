@@ -67,7 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the 1-worker baseline (no scaling efficiency)")
     p.add_argument("--repeats", type=int, default=3,
                    help="rounds over all strategies (they take turns); the verdict uses every "
-                        "round, the table shows each strategy's median round")
+                        "round, the table shows each strategy's median round (--model: 1 "
+                        "unless given: the device model's rounds are identical)")
     p.add_argument("--layouts", default=None,
                    help="compare parallelism layouts instead of strategies: dp, zero, zero2, "
                         "ppK, tpK, dpAxppK (train.layouts; docs/parallelism.md)")
@@ -141,6 +142,8 @@ def _configure(args: argparse.Namespace, names: list[str],
            or (_split_name(s)[1] is not None and _split_name(s)[0] != "ps")]
     if size < 2:
         raise T.ConfigError(ONE_RANK)
+    if getattr(args, "model", None) and "repeats" not in given(args):
+        args.repeats = 1  # --model: the device model's rounds are identical (--help)
     if args.repeats < 1:
         raise T.ConfigError(f"--repeats must be >= 1, got {args.repeats}")
     if not names or bad:
@@ -414,7 +417,15 @@ def _clock_line(cfg) -> str:
             f"{dev['memory_bytes_per_s'] / 1e9:,.0f} GB/s, {dev['launch_s'] * 1e6:.1f} us a "
             "kernel), every message by the link model, so the times are the modelled "
             "cluster's, the same on any machine, load and MPI "
-            "(docs/virtual_clock.md)")
+            "(docs/virtual_clock.md)" + _fold_text())
+
+
+def _fold_text() -> str:
+    """--fold F (the record's ``fold``): what a folded run held and was charged."""
+    f = clock.fold()
+    return "" if f == 1 else (f"; folded {f} (--fold): each rank held 1/{f} of every "
+                              "tensor, and every message and elementwise kernel was charged "
+                              "its full size (docs/workloads.md)")
 
 
 def _step_line(cfg, records: list[dict], names: list[str]) -> str:

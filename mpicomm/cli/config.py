@@ -21,10 +21,14 @@ from mpicomm.core.flags import GIVEN
 from mpicomm.train.config import SINGLE_RUN_ONLY, TrainConfig, TrainFields, check_data_flags
 
 __all__ = ["add_train_flags", "train_config", "given", "field_help", "QUICK_ENV",
-           "QUICK_DEFAULTS", "flag_defaults"]
+           "QUICK_DEFAULTS", "flag_defaults", "MODEL_STEPS"]
 
 QUICK_ENV = "MPICOMM_DOCS_QUICK"  # set to 1: train and compare default to QUICK_DEFAULTS
 QUICK_DEFAULTS = {"steps": 20, "eval_samples": 512}  # ints; tests/test_docs_commands.py
+# --model runs under the virtual clock with the device model: every step after the first is
+# the same to the last digit, so a handful of steps tell what 300 would (the first is left out
+# of the timing: ``train.summary.warm_steps``); typed --steps is kept
+MODEL_STEPS = 6
 
 
 def field_help(cls: type = TrainFields) -> dict[str, str]:
@@ -61,6 +65,8 @@ def train_config(args: argparse.Namespace, **overrides: Any) -> TrainConfig:
     """
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in vars(args).items() if k in names}
+    if values.get("model") and "steps" not in given(args):  # MODEL_STEPS
+        values["steps"] = min(MODEL_STEPS, values.get("steps", MODEL_STEPS))
     cfg = TrainConfig(**{**values, **overrides})
     check_data_flags(cfg, given(args))
     return cfg

@@ -34,7 +34,11 @@ installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
   arrival of what the call waited for) when that is later;
 - ``sleep(s)`` charges ``s`` seconds (an injected straggler's delay);
 - ``advance_to(t)`` moves this thread's timeline to ``t`` when later (a thread
-  that waited for another thread's result).
+  that waited for another thread's result);
+- ``fold`` (``--fold F``, 1 by default): the run's buffers hold 1/F of each gradient
+  tensor's elements (SimGrid/SMPI's shared-malloc idea), and what is charged by the size
+  of a buffer is charged F times: a message's bytes (``core.flops.wire_nbytes``) and an
+  elementwise kernel over a buffer (``core.flops.charge``). The one factor, read there.
 
 Training, engines, reducers and traces all read ``now()``, so a run's metrics are
 in one clock, which the record names (``name()``). See docs/virtual_clock.md.
@@ -48,7 +52,7 @@ import time
 from collections.abc import Callable
 
 __all__ = ["now", "stamp", "set_source", "reset", "name", "sleep", "virtual", "VirtualClock",
-           "boundary_cost"]
+           "boundary_cost", "fold"]
 
 _source: Callable[[], float] = time.perf_counter
 _name = "wall"
@@ -97,6 +101,11 @@ def name() -> str:
 def virtual() -> VirtualClock | None:
     """Return the installed virtual clock, or None under the wall clock."""
     return _virtual
+
+
+def fold() -> int:
+    """The installed virtual clock's ``fold`` (module docstring): 1 under the wall clock."""
+    return 1 if _virtual is None else _virtual.fold
 
 
 def sleep(seconds: float) -> None:
@@ -168,7 +177,10 @@ class VirtualClock:
     ``least=False`` charges every segment its own CPU time (no per-key minimum);
     ``overhead``: CPU seconds of the clock's own taken off every segment (default
     ``boundary_cost()``). ``charge_cpu``: False under the device model (only ``charge``
-    adds compute; ``core.flops`` sets it)."""
+    adds compute; ``core.flops`` sets it). ``fold``: what a buffer's size charges is
+    charged this many times (module docstring; ``mpicomm.p2p.virtual.set_fold`` sets it)."""
+
+    fold = 1
 
     def __init__(self, scale: float = 1.0, least: bool = True,
                  overhead: float | None = None) -> None:

@@ -20,6 +20,12 @@ and these calls charge nothing. **``--flop-rate R``**, under either: every matmu
 exactly 2·m·k·n / R instead (the product runs inside ``enter``/``leave``, as an MPI call;
 not multiplied by ``--compute-scale``), as before devices existed.
 
+**``--fold F``** (``VirtualClock.fold``): the run's buffers hold 1/F of each gradient
+tensor, so ``charge`` multiplies a kernel's FLOPs and bytes by F (not its launches: the
+unfolded run launches as many kernels) and ``wire_nbytes`` a message's bytes; a model
+layer's compute, which no fold shrinks, is charged with ``folded=False``. These two are
+the only places the fold is applied.
+
 Under the wall clock nothing here charges anything, and ``use`` refuses a device, a
 precision or a rate (they could not take effect).
 """
@@ -45,6 +51,7 @@ _device: Any = None        # the modelled device (``costmodel.device.Device``), 
 _precision = "fp32"
 _width = 4                 # bytes per value at ``_precision``
 _rate: float | None = None  # --flop-rate
+_CONTROL = np.dtype(np.int64)  # control messages: never folded (``wire_nbytes``)
 
 
 def check_rate(flop_rate: float) -> None:
@@ -110,15 +117,20 @@ def describe() -> dict | None:
     return out
 
 
-def charge(flops: float = 0.0, values: int = 0, kernels: int = 1, nbytes: int = 0) -> None:
+def charge(flops: float = 0.0, values: int = 0, kernels: int = 1, nbytes: int = 0,
+           folded: bool = True) -> None:
     """Charge ``kernels`` kernels doing ``flops`` and moving ``values`` floating-point
-    values (at the precision's width) plus ``nbytes`` exact bytes; device model only."""
+    values (at the precision's width) plus ``nbytes`` exact bytes; device model only.
+
+    ``folded``: the kernel runs over a (folded) buffer, so its FLOPs and bytes are charged
+    ``--fold`` times (module docstring); False for a model layer's compute."""
     if _device is None:
         return
     vc = clock.virtual()
     if vc is not None:
-        vc.charge(vc.scale * _device.seconds(flops, values * _width + nbytes, kernels,
-                                             _precision, _rate))
+        f = vc.fold if folded else 1
+        vc.charge(vc.scale * _device.seconds(f * flops, f * (values * _width + nbytes),
+                                             kernels, _precision, _rate))
 
 
 def add(n: int, kernels: int = 1) -> None:
@@ -162,10 +174,15 @@ def width() -> int:
 
 def wire_nbytes(buf: Any) -> int:
     """The bytes a message of ``buf`` is charged on a link: a floating-point payload at the
-    precision's width (fp16/bf16 gradients travel as 2 bytes a value), other bytes as they are."""
+    precision's width (fp16/bf16 gradients travel as 2 bytes a value), other bytes as they are;
+    times ``--fold`` (module docstring) unless ``buf`` is int64, the fixed-size control
+    messages (the agreement's keys, a server's headers), which no fold shrinks."""
+    f = clock.fold()
+    if f != 1 and buf.dtype == _CONTROL:
+        f = 1
     if _width == 4 or buf.dtype.kind != "f":
-        return buf.nbytes
-    return buf.size * _width
+        return f * buf.nbytes
+    return f * buf.size * _width
 
 
 def matmul_cost(m: int, k: int, n: int) -> tuple[float, int, int]:

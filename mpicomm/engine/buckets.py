@@ -39,7 +39,8 @@ class Bucket:
 
 
 def plan_buckets(tensors: Sequence[tuple[int, int, int]], itemsize: int,
-                 bucket_bytes: float) -> list[Bucket]:
+                 bucket_bytes: float,
+                 full: Sequence[tuple[int, int, int]] | None = None) -> list[Bucket]:
     """Return the buckets, in the order they become ready (backward order).
 
     Args:
@@ -47,7 +48,12 @@ def plan_buckets(tensors: Sequence[tuple[int, int, int]], itemsize: int,
         itemsize: bytes per element.
         bucket_bytes: close a bucket once it holds at least this many bytes
             (0: one bucket per tensor).
+        full: the same tensors unfolded (``--fold``: ``tensors`` hold ~1/F of each): the
+            buckets close where the full sizes say, so the plan is the unfolded run's,
+            each bucket over the same tensors of ``tensors``.
     """
+    if full is not None:
+        return _refold(plan_buckets(full, itemsize, bucket_bytes), full, tensors)
     if bucket_bytes < 0:
         raise ValueError(f"bucket size must be >= 0 bytes, got {bucket_bytes}")
     buckets: list[Bucket] = []
@@ -64,3 +70,15 @@ def plan_buckets(tensors: Sequence[tuple[int, int, int]], itemsize: int,
         layer, lo, _ = tensors[0]
         buckets.append(Bucket(len(buckets), lo, top, layer, count))
     return buckets
+
+
+def _refold(plan: list[Bucket], full: Sequence[tuple[int, int, int]],
+            tensors: Sequence[tuple[int, int, int]]) -> list[Bucket]:
+    """``plan`` (over ``full``) over the same tensors of ``tensors``, the folded layout."""
+    if len(full) != len(tensors):
+        raise ValueError(f"the folded layout has {len(tensors)} tensors, the full one "
+                         f"{len(full)}")
+    first = {lo: k for k, (_, lo, _) in enumerate(full)}  # a tensor's start -> its index
+    last = {hi: k for k, (_, _, hi) in enumerate(full)}
+    return [Bucket(b.index, tensors[first[b.lo]][1], tensors[last[b.hi]][2], b.ready_layer,
+                   b.tensors) for b in plan]

@@ -67,6 +67,8 @@ class GradEngine(Engine):
         accumulate: micro-batches per optimizer step (reduce once every K).
         overlap_forward: also hide the tail behind the next forward (step 4.; needs
             ``overlap`` and ``agree_comm``, the communicator of every worker).
+        full_tensors: ``tensors`` unfolded (``--fold``): the buckets are planned on the
+            full sizes, so the plan is the unfolded run's (``plan_buckets``).
 
     Attributes:
         buckets: the plan, in the order buckets are sent.
@@ -77,12 +79,14 @@ class GradEngine(Engine):
     def __init__(self, reducer: Any, grads: Any, tensors: Sequence[tuple[int, int, int]],
                  spans: Sequence[slice], *, bucket_bytes: float, overlap: bool = True,
                  accumulate: int = 1, overlap_forward: bool = False,
-                 agree_comm: Any = None) -> None:
+                 agree_comm: Any = None,
+                 full_tensors: Sequence[tuple[int, int, int]] | None = None) -> None:
         if accumulate < 1:
             raise ValueError(f"accumulate must be >= 1, got {accumulate}")
         super().__init__()
         self.reducer, self.grads, self.accumulate = reducer, grads, accumulate
-        self.buckets: list[Bucket] = plan_buckets(tensors, grads.itemsize, bucket_bytes)
+        self.buckets: list[Bucket] = plan_buckets(tensors, grads.itemsize, bucket_bytes,
+                                                  full_tensors)
         self.views = [grads[b.lo : b.hi] for b in self.buckets]  # made once, reused
         self.overlap = overlap and len(self.buckets) > 1  # one bucket: nothing to overlap
         self.on_gpu = type(grads).__module__.split(".")[0] == "cupy"

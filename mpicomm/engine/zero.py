@@ -49,8 +49,8 @@ from mpicomm.core import clock, flops, tags, trace
 from mpicomm.engine.base import Engine
 from mpicomm.engine.buckets import Bucket, plan_buckets
 from mpicomm.reducers.ring import (
-    PIECE_BYTES,
     chunk_bounds,
+    piece_items,
     piece_scratch,
     ring_allgather,
     ring_reduce_scatter,
@@ -144,7 +144,7 @@ class ZeroEngine(Engine):
         for part in self._parts:
             self._by_layer.setdefault(part.bucket.ready_layer, []).append(part)
         largest = max((q.largest for q in self._parts), default=1)
-        piece = max(PIECE_BYTES // grads.itemsize, 1)
+        piece = piece_items(grads.itemsize)
         self._scratch = piece_scratch({}, grads, min(largest, piece))
         self.optimizer_state_bytes = int(self.momentum.nbytes)
         self.grad_bytes_held = int(grads.nbytes if g is None else g.nbytes)

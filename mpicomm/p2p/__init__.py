@@ -10,7 +10,8 @@ Everything above this layer (reducers, engines, train, bench, cli) reaches the v
 clock through these names and ``mpicomm.core.clock`` only, never ``mpicomm.p2p.virtual``
 itself (tests/test_layout.py keeps it so): ``install_clock`` (a command's one install),
 ``hold_clock``/``release_clock`` (one reducer's), ``barrier`` and ``max_over`` (a
-collective that also carries the clock).
+collective that also carries the clock), ``set_fold`` (``--fold``: the clock charges a
+buffer's size that many times).
 """
 
 from __future__ import annotations
@@ -24,12 +25,20 @@ from mpicomm.core.links import LinkSpec
 from mpicomm.costmodel.profiles import build_cluster
 from mpicomm.p2p.emulated import EmulatedTransport
 from mpicomm.p2p.transport import Traffic, Transport
-from mpicomm.p2p.virtual import VirtualTransport, barrier, default_clock, hold, max_over, release
+from mpicomm.p2p.virtual import (
+    VirtualTransport,
+    barrier,
+    default_clock,
+    hold,
+    max_over,
+    release,
+    set_fold,
+)
 from mpicomm.p2p.virtual import install_for as install_clock
 
 __all__ = ["Transport", "EmulatedTransport", "VirtualTransport", "Traffic", "make_transport",
            "install_clock", "default_clock", "hold_clock", "release_clock", "barrier",
-           "max_over"]
+           "max_over", "set_fold"]
 
 hold_clock, release_clock = hold, release
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -69,9 +70,16 @@ from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
-           "barrier", "max_over"]
+           "barrier", "max_over", "set_fold", "idle_wait"]
 
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
+# waiting (``idle_wait``): tests with a yield between them before the first sleep (a message
+# due in microseconds costs no sleep), the first sleep and its cap (doubling). A wait costs
+# no virtual time, so its wall time only has to leave the cores to the ranks that run
+# (docs/workloads.md, "Hundreds of ranks": the measurements behind these figures)
+POLL_YIELDS = 64
+POLL_FIRST_S = 50e-6
+POLL_MAX_S = 5e-4
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
@@ -84,6 +92,33 @@ def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
         return lambda n: k * link.queue_seconds(n, exchange, cold)
     beta = k * link.beta
     return lambda n: n * beta
+
+
+def idle_wait(requests: list, statuses: list | None = None) -> None:
+    """Complete the MPI ``requests`` by ``Testall``, first yielding the core between tests
+    (``POLL_YIELDS``), then with growing sleeps (``POLL_FIRST_S`` to ``POLL_MAX_S``), never a
+    ``Waitall`` that spins: under the virtual clock a wait's wall time is no part of any
+    result, so a rank of an oversubscribed host that waits gives its core away.
+    ``statuses``: filled as ``Testall`` fills them."""
+    test = MPI.Request.Testall
+    for _ in range(POLL_YIELDS):
+        if test(requests, statuses):
+            return
+        os.sched_yield()
+    pause = POLL_FIRST_S
+    while not test(requests, statuses):
+        time.sleep(pause)
+        pause = pause * 2 if pause < POLL_MAX_S else POLL_MAX_S
+
+
+def _idle_call(comm: MPI.Comm, fn: Any, *args: Any) -> None:
+    """The blocking collective ``fn`` (``comm.Allreduce``, ``Reduce``, ``Bcast``,
+    ``Allgather``) as its non-blocking twin and ``idle_wait``."""
+    twin = getattr(comm, "I" + fn.__name__.lower(), None)
+    if twin is None:
+        fn(*args)
+    else:
+        idle_wait([twin(*args)])
 
 
 # ------------------------------------------------------------------ the process's clock
@@ -105,6 +140,23 @@ def install(scale: float = 1.0) -> VirtualClock:
         clk.charge_cpu = not flops.active()  # a device model already installed keeps charging
         clock.set_source(clk.now, "virtual")
     return clk
+
+
+def set_fold(fold: int) -> None:
+    """``--fold F``: the run's buffers hold 1/F of each gradient tensor, and the virtual clock
+    charges a buffer's messages and elementwise work F times (``VirtualClock.fold``, read by
+    ``core.flops``). Raises ``ConfigError`` for a fold that is not a positive integer, or one
+    above 1 under the wall clock (nothing would charge the full size)."""
+    if isinstance(fold, bool) or not isinstance(fold, int) or fold < 1:
+        raise ConfigError(f"--fold must be a positive integer, got {fold!r}")
+    clk = clock.virtual()
+    if clk is None:
+        if fold > 1:
+            raise ConfigError(f"--fold {fold}: virtual-clock only (a folded message is charged "
+                              "its full size, which the wall clock cannot do); add --clock "
+                              "virtual")
+        return
+    clk.fold = fold
 
 
 def hold(scale: float = 1.0) -> VirtualClock:
@@ -236,7 +288,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         """Whether the current call's data comes from memory: the buffers of the call
         (``footprint`` bytes a rank, set by the reducer) on all of this host's ranks fill
         its last-level cache. Only a measured link with cold tables tells (``_host_cache``)."""
-        return 0 < self._cache <= self.footprint
+        return 0 < self._cache <= self.footprint * self.clock.fold
 
     # ------------------------------------------------------------ the model
     def _flush(self, receiving: tuple[bool, bool] = (False, False)) -> None:
@@ -322,6 +374,12 @@ class VirtualTransport(BlockingByRequests, Transport):
         at = end + alpha
         queued = t + wire
         return at if at > queued else queued
+
+    def _wait_requests(self, requests: list) -> None:
+        """The one wait on requests (``Transport``'s), sleeping between polls: ``idle_wait``."""
+        stall.wait_begin(len(requests))  # watched as every wait (p2p/stall.py, 2a.)
+        idle_wait(requests)
+        stall.wait_end()
 
     # ------------------------------------------------------------ blocking
     # one bracket around the pair and its wait: the model's own bookkeeping is not charged
@@ -427,10 +485,10 @@ class VirtualTransport(BlockingByRequests, Transport):
     def _hold(self, buf: Any, tag: int, held: dict) -> None:
         """Receive one message of ``tag`` from any source and its stamp; keep a copy."""
         st = MPI.Status()
-        self.comm.Recv(buf, MPI.ANY_SOURCE, tag, st)
+        idle_wait([self.comm.Irecv(buf, MPI.ANY_SOURCE, tag)], [st])
         src = st.Get_source()
         stamp = self._stamp()
-        self.stamps.Recv(stamp, src, tag)
+        idle_wait([self.stamps.Irecv(stamp, src, tag)])
         held.setdefault(src, []).append((float(stamp[0]), float(stamp[1]), buf.copy()))
         self._spare.append(stamp)
 
@@ -443,8 +501,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         try:
             self._flush()
             stall.wait_begin(comm.Get_size() - 1)  # watched (p2p/stall.py, 2a.)
-            comm.Allreduce(MPI.IN_PLACE, self._max, MPI.MAX)
-            fn(*args)
+            idle_wait([comm.Iallreduce(MPI.IN_PLACE, self._max, MPI.MAX)])
+            _idle_call(comm, fn, *args)
             stall.wait_end()
             c = self.cluster
             spec = c.inter if remote else c.intra
@@ -593,7 +651,10 @@ def max_over(comm: MPI.Comm, values: np.ndarray) -> np.ndarray:
     clk = clock.virtual()
     both = np.concatenate(([clk.enter() if clk is not None else 0.0], values)).astype(np.float64)
     try:
-        comm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
+        if clk is None:
+            comm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
+        else:  # a wait is free under the virtual clock: leave the core to the ranks that run
+            idle_wait([comm.Iallreduce(MPI.IN_PLACE, both, MPI.MAX)])
     finally:
         if clk is not None:
             clk.leave(float(both[0]))

@@ -70,8 +70,8 @@ from mpicomm.core.options import parse_compress
 from mpicomm.core.topology import Topology
 from mpicomm.reducers.base import Reducer
 from mpicomm.reducers.ring import (
-    PIECE_BYTES,
     chunk_bounds,
+    piece_items,
     piece_scratch,
     ring_allgather,
     ring_reduce_scatter,
@@ -118,7 +118,7 @@ class _Plan:
                 self.rings.append((v, lo, hi, members, sub))
                 largest = max(largest, max(np.diff(sub), default=1))
         # the ring functions move at most one PIECE_BYTES piece into scratch at a time
-        piece = max(PIECE_BYTES // item, 1)
+        piece = piece_items(item)
         self.scratch = piece_scratch(store, flat, min(int(largest), piece))
 
 

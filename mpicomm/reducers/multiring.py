@@ -55,7 +55,7 @@ from mpicomm.core import flops, tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.costmodel.algos import channel_rings
 from mpicomm.reducers.base import Reducer
-from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
+from mpicomm.reducers.ring import chunk_bounds, piece_items
 
 __all__ = ["MultiRingReducer"]
 
@@ -104,7 +104,7 @@ class MultiRingReducer(Reducer):
             bounds = [[lo + b for b in chunk_bounds(hi - lo, self.size)]
                       for lo, hi in zip(slices[:-1], slices[1:], strict=True)]
             largest = max(b[i + 1] - b[i] for b in bounds for i in range(self.size))
-            piece = max(PIECE_BYTES // flat.itemsize, 1)
+            piece = piece_items(flat.itemsize)
             need = max(min(largest, piece), 1) * flat.itemsize
             need += -need % 8  # each channel's piece starts 8-byte aligned
             xp = array_module(flat)

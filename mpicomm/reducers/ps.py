@@ -63,7 +63,7 @@ from mpicomm.core.backend import array_module, sync_device
 from mpicomm.core.codes import CODE_DTYPES, DTYPE_CODES, DTYPE_NAMES, OP_MEAN, OP_NAMES, OP_SUM
 from mpicomm.core.errors import ConfigError
 from mpicomm.reducers.base import MismatchError, Reducer
-from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds
+from mpicomm.reducers.ring import PIECE_BYTES, chunk_bounds, piece_items
 from mpicomm.reducers.sparse import SlotBuffer
 
 __all__ = ["ParameterServerReducer"]
@@ -89,7 +89,7 @@ class _Plan:
     ) -> None:
         self.bounds = chunk_bounds(n, len(servers))
         self.largest = max(self.bounds[i + 1] - self.bounds[i] for i in range(len(servers)))
-        self.piece = max(PIECE_BYTES // np.dtype(dtype).itemsize, 1)
+        self.piece = piece_items(np.dtype(dtype).itemsize)
         self.rows = self.acc = None
         if my_shard is not None:
             width = self.bounds[my_shard + 1] - self.bounds[my_shard]

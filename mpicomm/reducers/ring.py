@@ -53,7 +53,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mpicomm.core import flops, tags, trace
+from mpicomm.core import clock, flops, tags, trace
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.p2p import Transport
 from mpicomm.reducers.base import Reducer
@@ -61,11 +61,19 @@ from mpicomm.reducers.sparse import SlotBuffer, add_slots
 
 __all__ = [
     "RingReducer", "chunk_bounds", "ring_reduce_scatter", "ring_allgather", "PIECE_BYTES",
+    "piece_items",
     "piece_scratch",
 ]
 
 # reduce-scatter moves a segment in pieces of at most this many bytes (see step 1)
 PIECE_BYTES = 1 << 20
+
+
+def piece_items(itemsize: int) -> int:
+    """Elements a piece holds: ``PIECE_BYTES`` of them, or 1/F of that under ``--fold F``
+    (a folded element is charged F elements: the pieces, and so the messages, are the
+    unfolded run's)."""
+    return max(-(-(PIECE_BYTES // itemsize) // clock.fold()), 1)
 
 
 def piece_scratch(store: dict, flat, items: int):
@@ -135,7 +143,7 @@ def ring_reduce_scatter(
     on_device = not isinstance(flat, np.ndarray)
     if largest is None:
         largest = max(bounds[i + 1] - bounds[i] for i in range(q))
-    piece = max(PIECE_BYTES // flat.itemsize, 1)  # same on every rank: dtypes agree
+    piece = piece_items(flat.itemsize)  # same on every rank: dtypes agree
     for k in range(q - 1):
         s = (pos - 1 - k) % q
         r = (pos - 2 - k) % q
@@ -272,7 +280,7 @@ class RingReducer(Reducer):
         if plan is None:
             bounds = chunk_bounds(flat.size, self.size)
             largest = max(bounds[i + 1] - bounds[i] for i in range(self.size))
-            piece = max(PIECE_BYTES // flat.itemsize, 1)
+            piece = piece_items(flat.itemsize)
             scratch = piece_scratch(self._store, flat, min(largest, piece))
             plan = self._plans[key] = (bounds, scratch, largest)
         return plan
@@ -289,7 +297,7 @@ class RingReducer(Reducer):
         via = self.p2p if self.p2p.virtual else None  # the virtual clock times every message
         bounds, scratch, largest = self._plan(flat)
         if comm is None and via is None or self.size == 1 \
-                or largest > max(PIECE_BYTES // flat.itemsize, 1) \
+                or largest > piece_items(flat.itemsize) \
                 or type(self)._allreduce is not RingReducer._allreduce:
             return super()._fast_plan(flat, scale)
         return direct_ring(self, comm, bounds, scratch, scale, flat.dtype, via)

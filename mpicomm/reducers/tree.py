@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpicomm.core import flops, tags
+from mpicomm.core import clock, flops, tags
 from mpicomm.core.backend import array_module, sync_device
 from mpicomm.costmodel.algos import (
     double_binary_tree,
@@ -86,6 +86,13 @@ class _Plan:
         self.scratch = scratch  # per tree, per child: one chunk of scratch
 
 
+def _folded(chunk_bytes: int, itemsize: int) -> int:
+    """A chunk of the unfolded run's elements, 1/F of them under ``--fold F`` (rounded up,
+    so a tree's half is cut into as many chunks as unfolded)."""
+    f = clock.fold()
+    return chunk_bytes if f == 1 else -(-(chunk_bytes // itemsize) // f) * itemsize
+
+
 class TreeReducer(Reducer):
     """Double binary tree AllReduce, pipelined in chunks (see module docstring)."""
 
@@ -104,7 +111,8 @@ class TreeReducer(Reducer):
         plan = self._plans.get(key)
         if plan is None:
             first = flat.size - flat.size // 2
-            step = tree_chunk_bytes(flat.nbytes, self._depth)  # same on every rank
+            step = tree_chunk_bytes(clock.fold() * flat.nbytes, self._depth)  # every rank's
+            step = _folded(step, flat.itemsize)
             chunks = [[lo + o for o in tree_chunks(hi - lo, flat.itemsize, step)]
                       for lo, hi in ((0, first), (first, flat.size))]
             plan = self._plans[key] = _Plan(chunks, self._scratch(flat, chunks))

@@ -15,7 +15,7 @@ alone tell.
 3. the parameter server (``ps_setup.check_ps_flags``);
 4. ZeRO (``zero_setup.check_zero_flags``);
 5. pipeline and tensor parallelism (``parallel_setup.check_parallel_flags``);
-6. a real model's workload, ``--model`` (``workload_setup.check_model_flags``).
+6. a real model's workload, ``--model``, and ``--fold`` (``workload_setup.check_model_flags``).
 
 ``single_run`` False: a run of ``compare`` (its engine flags are shared by every run
 compared, and its strategies are checked as one list), where only what the run cannot
@@ -35,7 +35,7 @@ __all__ = ["check"]
 def check(cfg: TrainConfig, ranks: int, *, given: Collection[str] = (),
           single_run: bool = True) -> None:
     """Raise ``ConfigError`` for a flag of ``cfg`` that cannot take effect on ``ranks`` ranks."""
-    workload_setup.check_model_flags(cfg, given)                                # 6.
+    workload_setup.check_model_flags(cfg, given, ranks)                         # 6.
     check_world(cfg, ranks)                                                     # 1.
     if single_run:
         check_strategy_options(cfg, [cfg.strategy], "--strategy", given=given)  # 2.

@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import zlib
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -78,11 +78,17 @@ class TrainFields(ReducerFields):
     model: str | None = None            # a real model's tensors and compute instead of the MLP:
                                         # resnet50, vgg16, bert-large, ... (virtual clock;
                                         # docs/workloads.md)
+    fold: int | None = field(default=None, metadata={"flag_type": str})  # --model, virtual
+                                        # clock: each rank holds 1/F of every gradient tensor,
+                                        # charged its full size (auto, the default: the
+                                        # smallest power of 2 that keeps the job's folded
+                                        # state under 2 GiB; docs/workloads.md)
     layers: tuple[int, ...] = DEFAULT_LAYERS  # MLP widths features,hidden...,classes;
                                         # WxN repeats a width (256,64x48,10); with --data
                                         # digits the default is 64,128,10
     batch_size: int = 64                # rows per worker per micro-batch
-    steps: int = 300                    # total optimizer steps (a resumed run continues to it)
+    steps: int = 300                    # total optimizer steps (a resumed run continues to it;
+                                        # --model: 6 unless given, every step is the same)
     lr: float = 0.05                    # base learning rate
     momentum: float = 0.9               # SGD momentum (0 = plain SGD)
     weight_decay: float = 1e-4          # L2 added to every gradient (weights and biases)
@@ -211,6 +217,9 @@ def _validate(cfg: TrainConfig) -> None:
         bad(f"unknown strategy {cfg.strategy!r}; valid strategies: {', '.join(valid)}")
     if cfg.model is not None:
         check_model(cfg.model)  # an unknown name: one line listing the valid ones
+    if cfg.fold is not None and (isinstance(cfg.fold, bool) or not isinstance(cfg.fold, int)
+                                 or cfg.fold < 1):
+        bad(f"--fold must be a positive integer or auto, got {cfg.fold!r}")
     try:
         parse_layers(cfg.layers)  # normal already when it parses (``_normal_values``)
     except ValueError as exc:
@@ -359,6 +368,10 @@ def _normal_values(values: dict[str, Any]) -> dict[str, Any]:
         items = [straggler] if isinstance(straggler, str) else list(straggler or ())
         out["straggler"] = tuple(x.strip() for item in items for x in str(item).split(",")
                                  if x.strip())
+    fold = out.get("fold")
+    if isinstance(fold, str):  # --fold F or auto (None), as text from the command line
+        text = fold.strip().lower()
+        out["fold"] = None if text == "auto" else int(text) if text.isdigit() else fold
     if isinstance(out.get("crossover_bytes"), str):  # "1M" from Python, as on the command line
         try:
             out["crossover_bytes"] = parse_bytes(out["crossover_bytes"])

@@ -41,6 +41,7 @@ from mpicomm.costmodel import device
 from mpicomm.engine import Engine, GradEngine, plan_buckets
 from mpicomm.engine.async_reducer import require_thread_multiple
 from mpicomm.nn import MLP
+from mpicomm.p2p import set_fold
 from mpicomm.reducers import make_reducer
 from mpicomm.train import (
     metrics,
@@ -92,6 +93,7 @@ def run_training(cfg: TrainConfig, comm: Any = None, *, verbose: bool = True,
     """
     comm = metrics.world() if comm is None else comm
     device.install(cfg.accelerator, cfg.precision, cfg.flop_rate)  # refused on the wall clock
+    set_fold(workload_setup.run_fold(cfg, metrics.world().Get_size()))  # the job's, not comm's
     check_same_flags(cfg, comm)  # an MPMD launch with other flags on some ranks: refused
     if cfg.nvtx:
         nvtx.enable()  # Nsight ranges: steps, buckets, collectives (core/nvtx.py)
@@ -276,8 +278,8 @@ def set_up(cfg: TrainConfig, world: World, tracer: TraceFile | None) -> Job:
         world.say(
             f"{world.label}: {comm.Get_size()} ranks, {world.workers} workers"
             + (f" x {world.parts} parts" if world.group is not None else "") + " | model "
-            f"{cfg.model or _layers_text(cfg.layers)} ({job.model.num_params:,} params, "
-            f"{job.model.grads.nbytes / 2**10:,.0f} KiB of grads) | batch {cfg.batch_size}/worker"
+            f"{cfg.model or _layers_text(cfg.layers)} ({_size_text(cfg, job.model)})"
+            f" | batch {cfg.batch_size}/worker"
             + (f" × {cfg.accumulate} micro-batches" if cfg.accumulate > 1 else "")
             + f", {world.global_batch} global | {job.ds.source}"
             + (f" | resumed at step {job.start_step}" if cfg.resume else ""))
@@ -292,7 +294,7 @@ def _worker_state(cfg: TrainConfig, world: World) -> Job:
     if world.group is not None:  # a stage or a shard: the loop's model all the same
         model = parallel_setup.make_part(cfg, world.group)
     elif cfg.model:  # a real model's tensors, its compute charged by the device model
-        model = workload_setup.make_model(cfg, world.worker_rank, xp)
+        model = workload_setup.make_model(cfg, world.worker_rank, xp, clock.fold())
     else:
         model = MLP(cfg.layers, seed=cfg.seed, dtype=cfg.dtype, xp=xp)
     job = Job(0, ds, shard, model, xp.zeros_like(model.params),
@@ -331,6 +333,17 @@ def _residuals(cfg: TrainConfig, world: World, ck: dict, model: Any) -> dict | N
     return rebucket_residuals(state, buckets, model.num_params)  # --bucket-mb may differ
 
 
+def _size_text(cfg: TrainConfig, model: Any) -> str:
+    """The model's parameters and gradient bytes; folded (``--fold F``): the full ones, and
+    what a rank holds."""
+    f = clock.fold()
+    if f == 1:
+        return f"{model.num_params:,} params, {model.grads.nbytes / 2**10:,.0f} KiB of grads"
+    n = workload_setup.run_num_params(cfg)
+    return (f"{n:,} params, {n * model.grads.itemsize / 2**10:,.0f} KiB of grads; folded {f}: "
+            f"{model.grads.nbytes / 2**10:,.0f} KiB held a rank, charged in full")
+
+
 def _label(cfg: TrainConfig) -> str:
     """The run's name in progress lines: the strategy, ``ps:MODE`` for a parameter server."""
     return f"ps:{cfg.ps_mode}" if cfg.ps_mode else cfg.strategy
@@ -354,7 +367,8 @@ def make_engine(cfg: TrainConfig, world: World, job: Job) -> Engine | None:
     engine = GradEngine(world.reducer, m.grads, m.tensors, m.spans,
                         bucket_bytes=cfg.bucket_mb * 2**20, overlap=cfg.overlap,
                         accumulate=cfg.accumulate, overlap_forward=cfg.overlap_forward,
-                        agree_comm=world.agree_comm)  # every rank a worker (no --dedicated)
+                        agree_comm=world.agree_comm,  # every rank a worker (no --dedicated)
+                        full_tensors=workload_setup.full_tensors(cfg, clock.fold()))
     if job.codec_state is not None and hasattr(world.reducer, "load_codec_state"):
         world.reducer.load_codec_state(job.codec_state)  # error feedback, as saved
     return engine

@@ -99,6 +99,7 @@ class RunRecord:
     model: str | None = None         # --model: the workload trained (None: the MLP of --layers)
     device: dict | None = None       # the modelled device charging compute (core.flops.describe);
                                      # None: this host's time (wall, or --accelerator host)
+    fold: int = 1                    # --fold: buffers held 1/F of each tensor, charged in full
     optimizer_state_bytes: int = 0   # momentum bytes held, the most any rank holds (ZeRO: a shard)
     wait_mean_s_by_rank: list = field(default_factory=list)
     last_to_arrive_by_rank: list = field(default_factory=list)
@@ -146,7 +147,9 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         hist = history(comm, losses, times[:, 0], world.reports)
     else:  # workers' steps are not simultaneous: windows of W pushes in time order
         hist = timeline.history()
-    moved = traffic(metrics.gather_rows(comm, np.array(world.bytes_moved())), rounds)
+    # --fold F: a message held 1/F of its elements and was charged F times that (core.flops)
+    moved = traffic(metrics.gather_rows(comm, np.array(world.bytes_moved())) * clock.fold(),
+                    rounds)
     buckets, overlap = _plan(cfg, world, job)
     sps = cfg.batch_size * cfg.accumulate * n_timed / wall if wall > 0 else NAN
     rec = RunRecord(
@@ -165,7 +168,7 @@ def build_record(cfg: Any, world: Any, job: Any, out: dict,
         scaling_efficiency=sps / (W * world.parts * baseline_sps) if baseline_sps else None,
         resumed_from_step=job.start_step if cfg.resume else None,
         checkpoint_s=float(out["checkpoint_s"]), reducer=world.reducer.describe(),
-        clock=clock.name(), device=flops.describe(),
+        clock=clock.name(), device=flops.describe(), fold=clock.fold(),
     )
     held = job.velocity.nbytes if world.is_worker and job.velocity is not None else 0
     rec.optimizer_state_bytes = int(metrics.max_over_ranks(comm, np.array([held]))[0])

@@ -13,7 +13,12 @@ r's layer-i gradient is (i+1)(r+1)·1e-6, the loss 0) and no data is read.
    (``ConfigError``, the same on every rank, before any message);
 2. ``run_tensors`` / ``run_num_params``: the run's model's tensor list and size (the MLP's
    from ``--layers``, or the workload's), for the thread check and the record;
-3. ``make_model`` and ``no_data``: the worker's model and the placeholder rows its shard
+3. ``run_fold``: ``--fold F`` (SimGrid/SMPI's shared-malloc idea): each rank holds ⌈n/F⌉
+   elements of every n-element tensor and the virtual clock charges the full size
+   (``p2p.set_fold``; ``core.flops`` applies it); ``auto`` (the default) is the smallest
+   power of 2 that keeps the job's parameters, gradients and momenta under
+   ``FOLD_BUDGET_BYTES`` — 1 for the MLP and small jobs, 16 for ResNet-50 on 64 ranks;
+4. ``make_model`` and ``no_data``: the worker's model and the placeholder rows its shard
    hands the loop (one column of zeros, one global batch: the loop's contract kept).
 """
 
@@ -32,17 +37,24 @@ from mpicomm.train.data import Dataset
 from mpicomm.workloads import workload
 from mpicomm.workloads.model import WorkloadModel
 
-__all__ = ["check_model_flags", "run_tensors", "run_num_params", "make_model", "no_data"]
+__all__ = ["check_model_flags", "run_tensors", "run_num_params", "make_model", "no_data",
+           "run_fold", "FOLD_BUDGET_BYTES"]
 
 _FIELDS = TrainConfig.__dataclass_fields__
 DATA_FLAGS = ("layers", "data", "train_samples", "test_samples", "eval_samples")
+# --fold auto: the whole job's folded parameters, gradients and momenta stay under this. The
+# issue's scale target (64 ranks of ResNet-50 in 12 GB of RSS on a 24 GiB host) leaves ~10 GB
+# to 64 interpreters and MPI's buffers; 2 GiB of model state is a fifth of that
+FOLD_BUDGET_BYTES = 2 * 2**30
 
 
-def check_model_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
-    """Raise ``ConfigError`` for a flag that cannot take effect with ``--model`` (no MPI).
+def check_model_flags(cfg: TrainConfig, given: Collection[str] = (), ranks: int = 1) -> None:
+    """Raise ``ConfigError`` for a flag that cannot take effect with ``--model`` (no MPI), or
+    a ``--fold`` above 1 without it or under the wall clock.
 
     ``given``: the flags the command line set, so one typed at its default value counts too
-    (a config built in Python has none: its values alone tell)."""
+    (a config built in Python has none: its values alone tell). ``ranks``: the job's."""
+    _check_fold(cfg)
     if cfg.model is None:
         return
     m = f"--model {cfg.model}"
@@ -62,7 +74,7 @@ def check_model_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
     if data:
         raise ConfigError(f"{', '.join(data)} cannot take effect with {m}: the workload is "
                           f"the model, and it reads no data")
-    _check_memory(cfg)
+    _check_memory(cfg, ranks)
     refused = [("--checkpoint", bool(cfg.checkpoint), "it learns nothing to save"),
                ("--ps-mode", cfg.ps_mode is not None, "the servers build the MLP's "
                 "parameters; --strategy ps reduces the workload's gradient"),
@@ -73,21 +85,55 @@ def check_model_flags(cfg: TrainConfig, given: Collection[str] = ()) -> None:
             raise ConfigError(f"{flag} cannot take effect with {m}: {why}")
 
 
-def _check_memory(cfg: TrainConfig) -> None:
-    """The workload's parameters, gradient and momentum on every rank of this host must fit
-    its available memory (a floor: the reducer's buffers come on top), else one line before
-    any rank allocates; no verdict where the memory is unknown."""
+def _check_fold(cfg: TrainConfig) -> None:
+    """``--fold F`` above 1 needs the virtual clock (a folded message is charged its full
+    size) and ``--model`` (the MLP learns from every element of its gradient)."""
+    if cfg.fold is None or cfg.fold == 1:
+        return
+    if clock.virtual() is None:
+        raise ConfigError(f"--fold {cfg.fold}: virtual-clock only (a folded message is charged "
+                          "its full size, which the wall clock cannot do); add --clock virtual")
+    if cfg.model is None:
+        raise ConfigError(f"--fold {cfg.fold} cannot take effect without --model: the MLP "
+                          "learns from every element of its gradient")
+
+
+def _state_bytes(cfg: TrainConfig) -> int:
+    """A rank's parameters, gradient and momentum, unfolded."""
+    return 3 * run_num_params(cfg) * np.dtype(cfg.dtype).itemsize
+
+
+def run_fold(cfg: TrainConfig, ranks: int) -> int:
+    """The run's fold: ``--fold F``, or (auto) the smallest power of 2 that keeps the job's
+    ``ranks`` × parameters, gradient and momentum under ``FOLD_BUDGET_BYTES`` with
+    ``--model`` (1 without: the MLP is never folded). The same on every rank, no message."""
+    if cfg.fold is not None:
+        return cfg.fold
+    if cfg.model is None:
+        return 1
+    need, fold = ranks * _state_bytes(cfg), 1
+    while need > fold * FOLD_BUDGET_BYTES:
+        fold *= 2
+    return fold
+
+
+def _check_memory(cfg: TrainConfig, ranks: int) -> None:
+    """The workload's parameters, gradient and momentum (folded: ``run_fold``) on every rank
+    of this host must fit its available memory (a floor: the reducer's buffers come on top),
+    else one line before any rank allocates, naming the smallest fold that fits; no verdict
+    where the memory is unknown."""
     from mpicomm.core.memory import available_memory, ranks_on_this_host
     from mpicomm.core.units import fmt_bytes
 
     available, local = available_memory(), ranks_on_this_host()
-    need = 3 * run_num_params(cfg) * np.dtype(cfg.dtype).itemsize
+    fold, full = run_fold(cfg, ranks), _state_bytes(cfg)
+    need = -(-full // fold)
     if available is not None and need * local > available:
-        fits = max(0, available // need)
-        raise ConfigError(f"--model {cfg.model}: its parameters, gradient and momentum need at "
-                          f"least {fmt_bytes(need * local)} on this host ({fmt_bytes(need)} a "
-                          f"rank x {local} rank(s)), more than its {fmt_bytes(available)} "
-                          f"available; at most {fits} such rank(s) fit here")
+        fits = -(-full * local // max(available, 1))
+        raise ConfigError(f"--model {cfg.model} --fold {fold}: its parameters, gradient and "
+                          f"momentum need at least {fmt_bytes(need * local)} on this host "
+                          f"({fmt_bytes(need)} a rank x {local} rank(s)), more than its "
+                          f"{fmt_bytes(available)} available; --fold {fits} would fit")
 
 
 def run_tensors(cfg: TrainConfig) -> list[tuple[int, int, int]]:
@@ -102,10 +148,17 @@ def run_num_params(cfg: TrainConfig) -> int:
     return run_tensors(cfg)[-1][2]
 
 
-def make_model(cfg: TrainConfig, worker_rank: int, xp: Any) -> WorkloadModel:
-    """The worker's ``WorkloadModel`` (its gradients identify the worker: module docstring)."""
+def make_model(cfg: TrainConfig, worker_rank: int, xp: Any, fold: int = 1) -> WorkloadModel:
+    """The worker's ``WorkloadModel`` (its gradients identify the worker: module docstring),
+    each tensor folded ``fold`` times (``run_fold``)."""
     return WorkloadModel(workload(cfg.model), cfg.batch_size, rank=worker_rank,
-                         dtype=cfg.dtype, xp=xp)
+                         dtype=cfg.dtype, xp=xp, fold=fold)
+
+
+def full_tensors(cfg: TrainConfig, fold: int) -> list[tuple[int, int, int]] | None:
+    """The run's tensors unfolded when ``fold`` > 1 (the engine plans its buckets on them:
+    the unfolded run's plan), else None."""
+    return run_tensors(cfg) if fold > 1 else None
 
 
 def no_data(cfg: TrainConfig, workers: int) -> Dataset:

@@ -5,6 +5,9 @@
     for layer in model.backward():      # charges each layer's backward, last layer first,
         ...                             # and fills its gradient: the engine buckets it
 
+``fold=F`` (``--fold``): every tensor holds ⌈n/F⌉ elements, each set as above, so every
+reduction is still checkable; the virtual clock charges the full size (``core.flops``).
+
 It keeps the loop's model contract (``nn.Model``): flat ``params`` and ``grads`` in the
 workload's forward order, ``tensors`` (layer, lo, hi) and ``spans``, ``backward()`` yielding
 each layer once its gradient is final. Nothing is learnt: every element of layer i's gradient on
@@ -21,6 +24,7 @@ kernels (``Layer.fwd_kernels``, ``bwd_kernels``), by default
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,12 +38,9 @@ __all__ = ["WorkloadModel", "grad_value"]
 
 
 def _charge(flop_count: float, values: float, kernels: int) -> None:
-    """One kernel on the device model (``core.flops.charge``). Until the device model is
-    merged into this tree there is no such seam: nothing is charged, the compute is then
-    this host's CPU time like the MLP's."""
-    charge = getattr(flops, "charge", None)
-    if charge is not None:
-        charge(flop_count, values, kernels)
+    """One layer kernel on the device model (``core.flops.charge``): a layer's compute, which
+    no ``--fold`` shrinks (``folded=False``)."""
+    flops.charge(flop_count, values, kernels, folded=False)
 
 
 def grad_value(layer: int, rank: int = 0) -> float:
@@ -51,10 +52,11 @@ class WorkloadModel(UnsplitModel):
     """``nn.Model`` over a workload's tensors (module docstring); unsplit (``core.unsplit``)."""
 
     def __init__(self, w: Workload, batch: int, *, rank: int = 0, dtype: Any = "float32",
-                 xp: Any = np) -> None:
+                 xp: Any = np, fold: int = 1) -> None:
         self.workload, self.batch, self.xp, self.rank = w, batch, xp, rank
-        self.tensors = w.flat_tensors()
-        self.num_params = w.num_params
+        self.fold = fold
+        self.tensors = w.flat_tensors(fold)  # --fold F: ⌈n/F⌉ elements a tensor
+        self.num_params = self.tensors[-1][2] if self.tensors else 0
         self.spans = self._spans()
         self.params = xp.zeros(self.num_params, dtype=dtype)  # equal on every rank
         self.grads = xp.zeros_like(self.params)
@@ -64,7 +66,7 @@ class WorkloadModel(UnsplitModel):
         parameters)."""
         spans, at = [], 0
         for layer in self.workload.layers:
-            n = layer.num_params
+            n = sum(-(-math.prod(shape) // self.fold) for _, shape in layer.params)
             spans.append(slice(at, at + n))
             at += n
         return spans

@@ -4,6 +4,7 @@
     w.num_params                  # 25,557,032
     w.tensors_backward()          # [(layer index, name, elements), ...] last layer first
     w.flat_tensors()              # [(layer, lo, hi), ...] in buffer order (engine.buckets)
+    w.flat_tensors(fold=8)        # the same, each tensor ⌈n/8⌉ elements (--fold)
     w.fwd_flops, w.bwd_flops      # per sample
 
 The gradient buffer holds the tensors in forward order, so backward (last layer first)
@@ -70,12 +71,15 @@ class Workload:
                 out.append((i, tname, math.prod(shape)))
         return out
 
-    def flat_tensors(self) -> list[tuple[int, int, int]]:
-        """``(layer, lo, hi)`` of every tensor in the flat buffer (forward order, contiguous)."""
+    def flat_tensors(self, fold: int = 1) -> list[tuple[int, int, int]]:
+        """``(layer, lo, hi)`` of every tensor in the flat buffer (forward order, contiguous).
+
+        ``fold`` (``--fold F``): each tensor of n elements holds ⌈n/F⌉ of them (charged as
+        F times that: ``core.flops``), so a buffer is ~1/F of the model's."""
         out, lo = [], 0
         for i, layer in enumerate(self.layers):
             for _, shape in layer.params:
-                hi = lo + math.prod(shape)
+                hi = lo + -(-math.prod(shape) // fold)
                 out.append((i, lo, hi))
                 lo = hi
         return out

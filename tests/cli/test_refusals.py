@@ -40,6 +40,10 @@ ROOT = Path(__file__).resolve().parents[2]
     # a clock flag under the wall clock: one line and exit 2, no MPI_Abort banner (it had one)
     (2, ["--compute-scale", "2", "--clock", "wall"], "--compute-scale: virtual-clock only"),
     (2, ["--flop-rate", "1e11", "--clock", "wall"], "--flop-rate: virtual-clock only"),
+    # --fold (issue 32): not a positive integer, under the wall clock, or without --model
+    (2, ["--fold", "0"], "--fold must be a positive integer or auto, got 0"),
+    (2, ["--fold", "4", "--clock", "wall"], "--fold 4: virtual-clock only"),
+    (2, ["--fold", "4", "--clock", "virtual"], "--fold 4 cannot take effect without --model"),
     # refused by make_reducer, which every rank reaches and which agrees collectively: no
     # MPI_Abort banner (it had one)
     (2, ["--strategy", "native", "--compress", "int8"],

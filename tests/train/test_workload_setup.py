@@ -60,11 +60,45 @@ def test_a_model_too_large_for_this_host_is_refused_before_any_allocation(virtua
 
     monkeypatch.setattr(memory, "available_memory", lambda: 10 * 2**30)
     monkeypatch.setattr(memory, "ranks_on_this_host", lambda default=1: 8)
-    with pytest.raises(ConfigError, match=r"--model bert-large: .* \(3\.75 GiB a rank x 8 "
-                       r"rank\(s\)\), more than its 10 GiB available; at most 2 such") as e:
-        check(TrainConfig(model="bert-large"), 8)  # 3 x 1.34 GB a rank
+    with pytest.raises(ConfigError, match=r"--model bert-large --fold 1: .* \(3\.75 GiB a "
+                       r"rank x 8 rank\(s\)\), more than its 10 GiB available; --fold 3 "
+                       r"would fit$") as e:
+        check(TrainConfig(model="bert-large", fold=1), 8)  # 3 x 1.34 GB a rank, 30 GiB in all
     assert "\n" not in str(e.value)
-    check(TrainConfig(model="resnet50"), 8)  # 8 x 3 x 102 MB fit
+    with pytest.raises(ConfigError, match=r"--fold 2: .*; --fold 3 would fit$"):
+        check(TrainConfig(model="bert-large", fold=2), 8)
+    check(TrainConfig(model="bert-large", fold=3), 8)
+    check(TrainConfig(model="bert-large"), 8)  # auto: 16 (30 GiB of state over 2 GiB)
+    check(TrainConfig(model="resnet50", fold=1), 8)  # 8 x 3 x 102 MB fit
+
+
+def test_fold_auto_is_the_smallest_power_of_2_under_the_budget():
+    """ResNet-50 (3 x 102.2 MB a rank) folds 1 at 2 ranks (613 MB), 4 at 16 (4.9 GB), 16 at
+    64 (19.6 GB) and 64 at 256; the MLP never; an explicit fold is kept."""
+    budget = workload_setup.FOLD_BUDGET_BYTES
+    assert budget == 2 * 2**30
+    for ranks, want in [(1, 1), (2, 1), (16, 4), (64, 16), (256, 64)]:
+        assert workload_setup.run_fold(TrainConfig(model="resnet50"), ranks) == want, ranks
+    assert workload_setup.run_fold(TrainConfig(), 256) == 1
+    assert workload_setup.run_fold(TrainConfig(model="resnet50", fold=3), 256) == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "x", "1.5", 0, -1])
+def test_a_fold_that_is_not_a_positive_integer_is_refused(value):
+    with pytest.raises(ConfigError, match=r"^--fold must be a positive integer or auto, got"):
+        TrainConfig(model="resnet50", fold=value)
+
+
+def test_a_fold_without_a_model_or_under_the_wall_clock_is_refused():
+    with pytest.raises(ConfigError, match=r"^--fold 4: virtual-clock only .*add --clock "
+                                          r"virtual$"):
+        check(TrainConfig(fold=4), 2)  # the wall clock (no fixture)
+    check(TrainConfig(fold=1), 2)  # 1: nothing folded, nothing to refuse
+
+
+def test_a_fold_of_the_mlp_is_refused(virtual):
+    with pytest.raises(ConfigError, match=r"^--fold 4 cannot take effect without --model"):
+        check(TrainConfig(fold=4), 2)
 
 
 def test_what_does_take_effect_is_accepted(virtual):
@@ -99,3 +133,25 @@ def test_the_model_is_the_workloads_layout():
     last = next(m.backward())  # the last layer's gradient is final first
     assert last == len(workload("resnet50").layers) - 1
     assert math.isclose(float(m.grads[m.spans[last]][0]), (last + 1) * 2 * 1e-6, rel_tol=1e-6)
+
+
+def test_a_model_run_takes_6_steps_unless_steps_is_typed():
+    """Every step of the device model is the same: ``--model`` runs 6 (the first untimed),
+    and a typed ``--steps`` is kept, at its default value too."""
+    from mpicomm.cli.config import MODEL_STEPS, train_config
+    from mpicomm.cli.flags import given_dests
+    from mpicomm.cli.main import build_parser
+    from mpicomm.core.flags import GIVEN
+
+    parser = build_parser()
+
+    def cfg(*argv):
+        args = parser.parse_args(list(argv))
+        setattr(args, GIVEN, given_dests(parser, list(argv)))
+        return train_config(args)
+
+    assert MODEL_STEPS == 6
+    assert cfg("train", "--model", "resnet50").steps == 6
+    assert cfg("train", "--model", "resnet50", "--steps", "300").steps == 300
+    assert cfg("train").steps == 300  # the MLP learns: its default stands
+    assert cfg("compare", "--model", "mlp").steps == 6
