@@ -33,3 +33,36 @@ def test_compute_bound_train_step_and_its_prediction_agree_within_10_percent(tmp
     assert done.returncode == 0, done.stderr
     predicted = json.loads(pred.read_text())["results"][0]["step_ms"]
     assert 0.9 < virtual / predicted < 1.1, (virtual, predicted)
+
+
+MLP16 = ["--model", "mlp", "--ranks-per-node", "8", "--intra-link", "1us,10GB/s",
+         "--inter-link", "5us,2GB/s"]
+
+
+@pytest.mark.slow
+def test_mpicomms_own_reducers_at_16_ranks_agree_with_the_predictor(tmp_path):
+    """Issue 32's agreement (a virtual step and the prediction within 10% for each strategy),
+    held at 16 ranks (2 nodes of 8, 1.6 MB of gradient in one bucket: latency-bound) to 2%
+    for ring, ps, hierarchical and native, 10% for the tree. Before the predictor charged
+    each add's kernel launch and the ring's neighbour-paced steps (costmodel/stepwise.py),
+    it gave ring 1.77 ms against the clock's 1.67 (+6%) and hierarchical 0.53 against 0.56
+    (-6%); at 64 ranks the ring was 19% off (docs/validation_steps.md).
+
+    On a named profile (NCCL's model for NCCL) compare's comm column is mpicomm's own ring
+    as the clock charged it: 0.08 ms modelled against 0.47 run at 16 ranks before, the
+    profile's eight channels' eight add kernels a step left out."""
+    out = tmp_path / "c.json"
+    res = run_mpi(16, ["-m", "mpicomm", "compare", *MLP16, "--clock", "virtual", "--steps", "3",
+                       "--repeats", "1", "--no-baseline", "--log-every", "0", "--strategies",
+                       "ring,ps,hierarchical,native,tree", "--json", str(out)], timeout=300)
+    assert res.returncode == 0, res.tail()
+    for r in json.loads(out.read_text())["results"]:
+        ratio = r["step_time_median_s"] / r["predicted_step_s"]
+        assert abs(ratio - 1) < (0.10 if r["strategy"] == "tree" else 0.02), (r["strategy"], ratio)
+    res = run_mpi(16, ["-m", "mpicomm", "compare", "--profile", "dgx-h100-ib400", "--clock",
+                       "virtual", "--strategies", "ring,hierarchical", "--steps", "3",
+                       "--repeats", "1", "--no-baseline", "--log-every", "0", "--json",
+                       str(out)], timeout=300)
+    assert res.returncode == 0, res.tail()
+    for r in json.loads(out.read_text())["results"]:
+        assert abs(r["comm_s"] / r["predicted_comm_s"] - 1) < 0.10, r["strategy"]

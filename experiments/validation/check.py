@@ -10,9 +10,12 @@ describes its hardware (``overrides``: NICs per node or their rate where the sys
 from the profile's datasheet layout). Nothing is fitted per point. Per point:
 
 1. measured time: ``time_us``, or from busbw: t = n·2(p−1)/p / busbw;
-2. predicted: every strategy of ``model --predict`` on the point's cluster; the one
-   compared is the fastest of the algorithms NCCL has (multi-channel ring, double binary
-   tree, switch reduction + tree), or, when the run forced one (NCCL_ALGO), that one;
+2. predicted: every strategy of ``model --predict`` on the point's cluster (with the NCCL
+   release it ran, ``nccl``, where that release has its own latency figures: profiles S16),
+   never below the kernel launches one call makes when one process drives G GPUs
+   (``gpus_per_process``, nccl-tests ``-g G``: profiles S17); the one compared is the
+   fastest of the algorithms NCCL has (multi-channel ring, double binary tree, switch
+   reduction + tree), or, when the run forced one (NCCL_ALGO), that one;
 3. ratio = measured / predicted (> 1: the model is optimistic); the fold is max(r, 1/r).
 
 Sampling rule (fixed before scoring, the same for every source): from a table, the rows at
@@ -24,7 +27,9 @@ without them is printed for reference); only a profile's calibration rows (role
 "calibration") are not scored.
 
 Score: over the points whose role is "score", the share within 1.5x and the worst fold.
-Targets: >= 80% within 1.5x, none beyond 2.5x (tests/test_validation.py asserts them).
+Targets (issue 30): >= 85% within 1.5x, none beyond 2.0x; each verdict is printed on its own
+and the exit status is 0 only when both are met (tests/test_validation.py holds the share and
+that every point beyond 2.0x is one its source calls below expected).
 """
 
 from __future__ import annotations
@@ -41,13 +46,13 @@ from mpicomm.bench.predict import default_variants
 from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_predict import cluster_time
-from mpicomm.costmodel.profiles import cluster
+from mpicomm.costmodel.profiles import cluster, launch_floor
 
 POINTS = Path(__file__).with_name("points.json")
 NCCL_ALGORITHMS = ("ring", "tree", "hierarchical(nvls)")
 FORCED = {"ring": "ring", "tree": "tree", "nvls": "hierarchical(nvls)",
           "nvlstree": "hierarchical(nvls)"}
-TARGET_SHARE, TARGET_FOLD, WITHIN = 0.80, 2.5, 1.5
+TARGET_SHARE, TARGET_FOLD, WITHIN = 0.85, 2.0, 1.5  # issue 30's targets (issue 18's: 0.80, 2.5)
 
 
 def load(path: Path = POINTS) -> list[dict]:
@@ -64,8 +69,9 @@ def measured_us(pt: dict) -> float:
 
 
 def point_cluster(pt: dict) -> Cluster:
-    """The point's profile with its stated differences (NICs per node, NIC rate)."""
-    c = cluster(pt["profile"])
+    """The point's profile with its stated differences (NICs per node, NIC rate) and the NCCL
+    release it ran (``nccl``: used where that release has its own latency figures)."""
+    c = replace(cluster(pt["profile"]), nccl=str(pt.get("nccl") or ""))
     o = pt.get("overrides") or {}
     if "nic_gbps" in o:
         c = replace(c, inter=replace(c.inter, bytes_per_s=o["nic_gbps"] * 1e9 / 8))
@@ -77,6 +83,7 @@ def point_cluster(pt: dict) -> Cluster:
 def predictions(pt: dict) -> dict[str, float]:
     """Seconds of every strategy variant with a formula on the point's cluster and layout."""
     c, p = point_cluster(pt), pt["gpus"]
+    floor = launch_floor(c, pt.get("gpus_per_process", 1))  # nccl-tests -g G (profiles S17)
     out = {}
     for v in default_variants():
         opts = v.options_at(p)
@@ -85,7 +92,7 @@ def predictions(pt: dict) -> dict[str, float]:
             opts["channels"] = pt["overrides"]["channels"]
         t = cluster_time(v.strategy, p, pt["bytes"], c, opts)
         if t is not None:
-            out[v.label] = t
+            out[v.label] = max(t, floor)
     return out
 
 
@@ -123,9 +130,11 @@ def score(rows: list[dict], keep_below_expected: bool = True) -> dict:
     worst = max(scored, key=lambda r: r["fold"])
     share = sum(r["fold"] <= WITHIN for r in scored) / len(scored)
     folds_any = [max(r["ratio_any"], 1 / r["ratio_any"]) for r in scored]
+    share_met, fold_met = share >= TARGET_SHARE, worst["fold"] <= TARGET_FOLD
     return {"points": len(scored), "within_1_5x": share, "worst_fold": worst["fold"],
             "worst_id": worst["id"], "gpus": sorted({r["gpus"] for r in scored}),
-            "met": share >= TARGET_SHARE and worst["fold"] <= TARGET_FOLD,
+            "share_met": share_met, "fold_met": fold_met, "met": share_met and fold_met,
+            "beyond_target": [r["id"] for r in scored if r["fold"] > TARGET_FOLD],
             # for reference: the fastest of ALL strategies, NCCL's or not (recursive doubling
             # and native are MPI's, which NCCL does not run)
             "any_within_1_5x": sum(f <= WITHIN for f in folds_any) / len(scored),
@@ -173,7 +182,7 @@ def markdown_table(rows: list[dict], points: list[dict]) -> str:
 
 
 def figure(rows: list[dict], png: str) -> str:
-    """Measured against predicted, log-log, the 1.5x and 2.5x bands (needs matplotlib)."""
+    """Measured against predicted, log-log, the 1.5x and 2.0x bands (needs matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -203,6 +212,10 @@ def figure(rows: list[dict], png: str) -> str:
     return png
 
 
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", default=str(POINTS))
@@ -216,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     ref = score(rows, keep_below_expected=False)
     print(format_table(rows))
     print(f"# {s['points']} scored points (all), {min(s['gpus'])} to {max(s['gpus'])} GPUs: "
-          f"{100 * s['within_1_5x']:.0f}% within {WITHIN}x (target {100 * TARGET_SHARE:.0f}%), "
-          f"worst {s['worst_fold']:.2f}x at {s['worst_id']} (target <= {TARGET_FOLD}x): "
-          f"{'met' if s['met'] else 'NOT met'}")
+          f"{100 * s['within_1_5x']:.0f}% within {WITHIN}x (target {100 * TARGET_SHARE:.0f}%: "
+          f"{_verdict(s['share_met'])}), worst {s['worst_fold']:.2f}x at {s['worst_id']} "
+          f"(target <= {TARGET_FOLD}x: {_verdict(s['fold_met'])}): targets "
+          f"{_verdict(s['met'])}")
     print(f"# for reference, without the {s['points'] - ref['points']} runs their source calls "
           f"below expected: {ref['points']} points, {100 * ref['within_1_5x']:.0f}% within "
           f"{WITHIN}x, worst {ref['worst_fold']:.2f}x")

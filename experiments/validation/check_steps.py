@@ -18,7 +18,11 @@ figure's source stated there). Nothing is fitted per point. Per point:
 4. overlap as the source's system ran it (steps.json ``overlap``: TensorFlow 1.x's
    tf_cnn_benchmarks modes take none, Horovod overlaps; this rule was added after the first
    scoring, which took the engine's overlap everywhere: ``--overlap-everywhere``);
-5. ``bench.step_predict.step_rows``: the same code as ``model --predict --model``.
+5. a parameter server's RPC transport as the source's system ran it (steps.json ``rpc``,
+   one of ``transports``: TensorFlow's gRPC before its August 2017 upgrade moved a message
+   above 128 MiB at no more than 100 MB/s, with its source; ``bench.step_predict.RpcRate``);
+   added after the second scoring, for the worst point (``--no-rpc`` reproduces that);
+6. ``bench.step_predict.step_rows``: the same code as ``model --predict --model``.
 
 Score: a throughput point is within when measured/predicted is within 1.25x; an efficiency
 point when |predicted − measured| <= 0.10 (against the source's base GPU count,
@@ -40,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's mpicomm first
 
 from mpicomm.bench.predict import Variant
-from mpicomm.bench.step_predict import DEFAULT_BUCKET_MB, StepOptions, step_rows
+from mpicomm.bench.step_predict import DEFAULT_BUCKET_MB, RpcRate, StepOptions, step_rows
 from mpicomm.costmodel.cluster import Cluster, Link
 from mpicomm.workloads import workload
 
@@ -67,7 +71,19 @@ def overlapped(doc: dict, pt: dict) -> bool:
     return src.get("overlap_by_setup", {}).get(pt["setup"], src.get("overlap", True))
 
 
-def predict(doc: dict, pt: dict, overlap_everywhere: bool = False) -> dict:
+def transport(doc: dict, pt: dict) -> RpcRate | None:
+    """The parameter server's RPC transport the source's system ran (steps.json ``rpc`` of
+    the source, or ``rpc_by_setup``, naming one of ``transports``); None: the links alone."""
+    src = doc["sources"][pt["source"]]
+    name = src.get("rpc_by_setup", {}).get(pt["setup"], src.get("rpc"))
+    if name is None or pt["strategy"] != "ps":
+        return None
+    t = doc["transports"][name]
+    return RpcRate(t["above_bytes"], t["bytes_per_s"])
+
+
+def predict(doc: dict, pt: dict, overlap_everywhere: bool = False,
+            no_rpc: bool = False) -> dict:
     """The predicted row (``step_rows``) of the point's setup."""
     ps = pt.get("ps") or {}
     overlap = overlap_everywhere or overlapped(doc, pt)
@@ -75,7 +91,7 @@ def predict(doc: dict, pt: dict, overlap_everywhere: bool = False) -> dict:
         model=pt["model"], batch_size=pt["batch"], single_rate=pt["single_rate"],
         bucket_mb=DEFAULT_BUCKET_MB, overlap=overlap, precision="fp32",
         ps_placement=ps.get("placement", "even"), ps_servers_on=ps.get("on", "workers"),
-        ps_node_reduce=bool(ps.get("node_reduce")))
+        ps_node_reduce=bool(ps.get("node_reduce")), rpc=None if no_rpc else transport(doc, pt))
     options = {"servers": ps["servers"]} if pt["strategy"] == "ps" else {}
     variant = Variant(pt["strategy"], pt["strategy"], options)
     base = pt.get("efficiency_base_gpus")
@@ -127,8 +143,10 @@ def orders(doc: dict, scored: list[dict]) -> list[dict]:
     return out
 
 
-def run(doc: dict, overlap_everywhere: bool = False) -> tuple[list[dict], list[dict], dict]:
-    scored = [score_point(pt, predict(doc, pt, overlap_everywhere)) for pt in doc["points"]]
+def run(doc: dict, overlap_everywhere: bool = False,
+        no_rpc: bool = False) -> tuple[list[dict], list[dict], dict]:
+    scored = [score_point(pt, predict(doc, pt, overlap_everywhere, no_rpc))
+              for pt in doc["points"]]
     pairs = orders(doc, scored)
     n = len(scored)
     summary = {"points": n, "within": sum(s["within"] for s in scored),
@@ -200,9 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", default=None)
     p.add_argument("--overlap-everywhere", action="store_true",
                    help="the first scoring: the engine's overlap for every source's system")
+    p.add_argument("--no-rpc", action="store_true",
+                   help="the second scoring: the links alone, no parameter-server RPC rate")
     args = p.parse_args(argv)
     doc = load()
-    scored, pairs, summary = run(doc, args.overlap_everywhere)
+    scored, pairs, summary = run(doc, args.overlap_everywhere, args.no_rpc)
     print(table(scored))
     wrong = [f"{o['ps']} vs {o['allreduce']}" for o in pairs if not o["right"]]
     print(f"# {summary['within']}/{summary['points']} within ({100 * summary['share_within']:.0f}%,"

@@ -22,14 +22,16 @@ def predicted(strategy: str, p: int, n: int, params: ModelParams | None, options
               charged: Cluster | None = None) -> float | None:
     """The model's seconds for one call of the run: under the virtual clock the cost model
     on ``charged``, the cluster the clock charges (``cluster_time``, the one predictor), with
-    the γ the clock charges an add: the modelled device's (``flops.gamma``), or under
+    the γ and the launch the clock charges an add: the modelled device's (``flops.gamma``,
+    ``flops.launch``), or under
     ``--accelerator host`` γ as measured here x ``--compute-scale`` (CPU time); under the
     wall clock the α-β-γ formulas on this host's measured links (``formulas.predict``)."""
     if charged is not None:
         vc = clock.virtual()
         gamma = flops.gamma() if flops.active() else \
             params.gamma_at(n / p) * (1.0 if vc is None else vc.scale)
-        cluster = dataclasses.replace(charged, gamma_s_per_byte=max(gamma, 1e-300))
+        cluster = dataclasses.replace(charged, gamma_s_per_byte=max(gamma, 1e-300),
+                                      launch_s=flops.launch())  # an add's kernel, as charged
         return cluster_time(strategy, p, n, cluster, options)
     return predict(strategy, p, n, params, options, options["crossover_bytes"])
 

@@ -39,10 +39,28 @@ from mpicomm.costmodel.step import (
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import Workload, check_model, workload
 
-__all__ = ["StepOptions", "check_options", "step_rows", "format_step_rows", "run_step_s",
-           "DEFAULT_BUCKET_MB"]
+__all__ = ["StepOptions", "RpcRate", "check_options", "step_rows", "format_step_rows",
+           "run_step_s", "DEFAULT_BUCKET_MB"]
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
+
+
+@dataclass(frozen=True)
+class RpcRate:
+    """A parameter server's RPC transport that moves one message above ``above_bytes`` at
+    no more than ``bytes_per_s``, whatever the link (a whole tensor is one message).
+
+    A synchronous server answers a key's pulls only once every push of it has arrived, so a
+    bucket holding such a tensor of b bytes takes at least 2·b/rate: the push, then the pull
+    (``floors``). The validation's rule for TensorFlow 1.x's gRPC before its 2017 upgrade
+    (experiments/validation/steps.json ``rpc``, with its source); ``None`` elsewhere.
+    """
+    above_bytes: float
+    bytes_per_s: float
+
+    def floors(self, largest: list[float]) -> list[float]:
+        """Per bucket (its largest tensor's bytes), the fewest seconds its push-pull takes."""
+        return [2 * b / self.bytes_per_s if b > self.above_bytes else 0.0 for b in largest]
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,7 @@ class StepOptions:
     precision: str | None = None  # None: fp32
     weight_decay: float = 1e-4
     own_gamma: bool = False  # the cluster's γ was given (--gamma-rate): keep it
+    rpc: RpcRate | None = None  # a ps's per-message transport rate (validation only)
 
 
 def check_options(opts: StepOptions) -> Workload:
@@ -94,6 +113,8 @@ def _compute(w: Workload, opts: StepOptions, cluster: Cluster,
     if getattr(dev, "cpu_time", False):
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
                           "(nothing runs here): name a modelled device or give --single-rate")
+    cluster = dataclasses.replace(cluster, launch_s=dev.launch_s if not cluster.pipelined
+                                  else cluster.launch_s)  # mpicomm's reducers: an add a kernel
     if not opts.own_gamma:
         cluster = dataclasses.replace(cluster, gamma_s_per_byte=3.0 / dev.memory_bytes_per_s)
     return device_compute(w, opts.batch_size, dev, opts.precision or "fp32", bucket_sizes,
@@ -105,7 +126,7 @@ def _comm(variant, p: int, cluster: Cluster, opts: StepOptions, sizes: list[floa
     placed parameter server when a placement, separate servers or a node reduction is asked
     for (``ps_placement.ps_placed_time`` on the busiest server's share of the bucket; with
     ``--ps-node-reduce`` the ring inside the node first, one worker per node after it)."""
-    options = variant.options_at(p)
+    options = {**variant.options_at(p), "op": "mean"}  # the engine averages the gradient
     placed = variant.strategy == "ps" and (opts.ps_placement != "even" or opts.ps_node_reduce
                                            or opts.ps_servers_on == "separate")
     if not placed:
@@ -136,16 +157,25 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
     compute, cluster = _compute(w, opts, cluster, [b.size for b in plan])
     one = step_time(compute, buckets, lambda nbytes: 0.0, opts.overlap)
+    floors = opts.rpc.floors(_largest(w, plan, itemsize)) if opts.rpc else None
     rows = []
     for p in ranks:
         for v in variants:
             comm = _comm(v, p, cluster, opts, sizes)
             if comm(float(buckets[0][0])) is None:
                 continue
-            step = step_time(compute, buckets, comm, opts.overlap)
+            step = step_time(compute, buckets, comm, opts.overlap,
+                             floors if v.strategy == "ps" and p > 1 else None)
             local, nodes = layout(p, cluster, v.options_at(p))
             rows.append(_row(v.label, p, nodes, local, w, opts.batch_size, compute, step, one))
     return rows
+
+
+def _largest(w: Workload, plan, itemsize: int) -> list[float]:
+    """Bytes of the largest tensor in each bucket of ``plan``."""
+    spans = w.flat_tensors()
+    return [max((hi - lo) * itemsize for _, lo, hi in spans if b.lo <= lo and hi <= b.hi)
+            for b in plan]
 
 
 def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,

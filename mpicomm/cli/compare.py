@@ -231,7 +231,7 @@ def _predict(args: argparse.Namespace, cfg: T.TrainConfig, run_cfgs: dict, recor
     """Each record's predicted comm time (and with --model its whole step), on the layout it
     ran on (``_rounds``: ``rpn`` is hierarchical's nodes, the others')."""
     for name, rec in zip(run_cfgs, records, strict=True):
-        opts = {**cfg.reducer_options(),
+        opts = {**cfg.reducer_options(), "op": "mean",  # the engine averages
                 "ranks_per_node": rpn[0] if name == "hierarchical" else rpn[1]}
         # auto: at the switch size it actually used (its own calibration), not this model's;
         # the real parameter server (ps:MODE) has no allreduce formula
@@ -282,7 +282,8 @@ def predicted_comm(name: str, rec: dict, model, opts: dict, flags) -> float | No
 def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
     """The cluster the virtual clock charged a run on (``cluster_of`` its flags), with γ the
     modelled device's adds (``--accelerator host``: as measured here x ``--compute-scale``;
-    native's inside MPI) and the run's ranks per node."""
+    native's inside MPI), the run's ranks per node, and mpicomm's own reducers' forms: not
+    ``pipelined``, no per-call α (the clock charges none), each add a kernel launch."""
     from mpicomm.costmodel.profiles import cluster_of
 
     p, n = rec["ranks"], rec["grad_bytes"]
@@ -291,8 +292,11 @@ def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
     if gamma is None:  # host time: a strategy's adds as measured here; native's inside MPI
         gamma = cluster.gamma_s_per_byte if name == "native" else \
             model.gamma_at(n / p) * clock.virtual().scale
+    # mpicomm's own reducers ran, one exchange a step and each add a kernel (the device's
+    # launch x --compute-scale), even on a profile whose own model is NCCL's (pipelined)
     return dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
-                               ranks_per_node=opts["ranks_per_node"] or p)
+                               ranks_per_node=opts["ranks_per_node"] or p, pipelined=False,
+                               alpha_call_s=0.0, launch_s=flops.launch())
 
 
 def _run_layouts(args: argparse.Namespace) -> int:

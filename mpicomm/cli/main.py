@@ -299,8 +299,27 @@ def _install_clock(args: argparse.Namespace) -> None:
         raise ConfigError(VIRTUAL_ON_GPU)
     from mpicomm.costmodel import device
 
+    _measured_host(args, name)
     device.install(getattr(args, "accelerator", None), getattr(args, "precision", "fp32"),
                    getattr(args, "flop_rate", None))  # refused on the wall clock
+    if name == "virtual" and getattr(args, "accelerator", None) == device.HOST and \
+            getattr(args, "links_from", None):
+        from mpicomm.core import clock
+        from mpicomm.costmodel.calibrate import host_links
+
+        clock.virtual().cpu_share = host_links(args.links_from)[1].cpu_share or 1.0
+
+
+def _measured_host(args: argparse.Namespace, clock_name: str) -> None:
+    """``--links-from`` (this host's measured links) without ``--accelerator``: the compute is
+    this host's too (``host``: its CPU time, times the calibration's ``cpu_share``), as a
+    profile brings its device; not with ``--model``, whose layers only a device models."""
+    if clock_name == "virtual" and getattr(args, "links_from", None) and \
+            hasattr(args, "accelerator") and args.accelerator is None and \
+            not getattr(args, "model", None):
+        from mpicomm.costmodel.device import HOST
+
+        args.accelerator = HOST
 
 
 def _refused(args: argparse.Namespace, exc: ConfigError | None, bad: int) -> int:

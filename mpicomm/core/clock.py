@@ -22,6 +22,9 @@ installed with ``set_source``. The virtual clock (``VirtualClock``, installed by
   rank of the modelled cluster has its core to itself, so the least time seen is
   the best estimate of the uncontended cost and the run's times do not move with
   the host's load (after SimGrid/SMPI's sampled compute blocks, ``SMPI_SAMPLE_*``).
+  Under ``--links-from`` a calibration's ``cpu_share`` (wall seconds per CPU second of a
+  rank while every rank computes: 2 for 4 ranks on 2 cores) multiplies it as well
+  (``cpu_share``): the hosts the calibration measured share their cores that way;
   A segment is charged its CPU time less ``boundary_cost()``, what the clock itself
   puts into every segment (one read's worth of the CPU clock, a system call of ~0.6 us
   on a VM, and the clock's calls around it), as Python's ``profile`` subtracts its
@@ -184,6 +187,7 @@ class VirtualClock:
         if not scale > 0:
             raise ValueError(f"compute scale must be > 0, got {scale!r}")
         self.scale = float(scale)
+        self.cpu_share = 1.0  # wall per CPU second of a rank on its host (``--links-from``)
         self.least = least
         self.overhead = boundary_cost() if overhead is None else float(overhead)
         self._t = _Timeline()
@@ -219,7 +223,7 @@ class VirtualClock:
             if best is None or spent < best:
                 self._best[key] = best = spent
             spent = best
-        t.vt += spent * self.scale
+        t.vt += spent * self.scale * self.cpu_share
         t.cpu = c
         t.site = site
 

@@ -41,7 +41,8 @@ from mpicomm.core.bounds import FLOP_RATE, within
 from mpicomm.core.errors import ConfigError
 
 __all__ = ["use", "check_rate", "flop_rate", "matmul", "charge", "add", "scale", "active",
-           "describe", "wire_nbytes", "PRECISIONS", "reset", "gamma", "width", "matmul_cost"]
+           "describe", "wire_nbytes", "PRECISIONS", "reset", "gamma", "launch", "width",
+           "matmul_cost"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 _WIDTH = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -153,6 +154,17 @@ def gamma() -> float | None:
         return None
     vc = clock.virtual()
     return (1.0 if vc is None else vc.scale) * 3.0 / _device.memory_bytes_per_s
+
+
+def launch() -> float:
+    """Seconds of one kernel's launch on the device, times ``--compute-scale``: what the
+    clock charges each local add beyond its bytes (``add``), which the predictor's
+    step-by-step forms read as ``Cluster.launch_s``. 0 without the device model (the
+    host's CPU time, or the wall clock)."""
+    if _device is None:
+        return 0.0
+    vc = clock.virtual()
+    return (1.0 if vc is None else vc.scale) * _device.launch_s
 
 
 def width() -> int:

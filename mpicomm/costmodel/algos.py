@@ -13,12 +13,13 @@ per byte to add.
 
     multiring  (its cost: ``cluster_predict.cluster_time("ring", ...)`` with channels,
                the one multi-channel ring formula; ``multichannel_ring_time`` pipelined)
-    tree       2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ,  c = n/(2k)
+    tree       (k - 1)·(max(S, A) + S) + Σ_{d=1..D} (max(S_d, A) + S_d),  c = n/(2k)
                bytes per chunk, k chunks per tree, D = depth, S = max over classes
                of q_c·(α + c·β) of that class, q_c = most messages of class c a rank
                has on one queue per step, S_d the same over the classes of the edges
                whose child is at depth d, c_max = most children a rank has over both
-               trees; one class: (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ)
+               trees, A = c_max·(c·γ + launch) a reduce step's adds, which run while the
+               next step's chunks are on the wire
 """
 
 from __future__ import annotations
@@ -235,13 +236,17 @@ def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: floa
 
 
 def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float, float],
-                      inter: tuple[float, float], gamma: float) -> float:
+                      inter: tuple[float, float], gamma: float, launch: float = 0.0) -> float:
     """Double binary tree, reduce up then broadcast down, pipelined (module docstring).
 
     Per phase (k - 1)·S + Σ_d S_d: S = max over link classes of q_c·(α_c + c·β_c), q_c the
     most messages of class c on one queue of a rank per step (both trees); S_d the same
     over the classes of the tree edges whose child is at depth d (the pipeline fill).
-    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks.
+    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks. Each
+    child's chunk added is one kernel (``launch``, ``core.flops.add``; 0: fused adds): going
+    up, a step's adds A = c_max·(c·γ + launch) run while the next step's chunks are on the
+    wire (the children sent them a step before), so a step of the reduce phase costs
+    max(S, A) (the fill's max(S_d, A)), as the virtual clock charges it.
     """
     if p <= 1 or n <= 0:
         return 0.0
@@ -265,5 +270,7 @@ def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float,
         kids = max(kids, sum(len(ch) for _, ch in shapes))
     cost = [q * (a + c * b) for q, (a, b) in zip(queue, (intra, inter), strict=True)]
     step = max(cost)
-    fill = sum(max(cost[cls] for cls in classes) for classes in at_depth if classes)
-    return 2 * ((k - 1) * step + fill) + (depth + k - 1) * kids * c * gamma
+    fills = [max(cost[cls] for cls in classes) for classes in at_depth if classes]
+    adds = kids * (c * gamma + launch)  # one step's adds, overlapping its transfers
+    up = (k - 1) * max(step, adds) + sum(max(f, adds) for f in fills)
+    return up + (k - 1) * step + sum(fills)

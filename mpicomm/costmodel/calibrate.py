@@ -29,7 +29,8 @@ from mpicomm.costmodel.native import SHORT_BYTES
 
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
            "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes",
-           "fresh_seconds", "MMAP_MAX", "measured_collective_seconds"]
+           "fresh_seconds", "MMAP_MAX", "measured_collective_seconds", "crossing_seconds",
+           "interfaces", "cpu_share", "cpu_share_measured"]
 
 CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): a malloc
@@ -42,6 +43,10 @@ MMAP_MAX = 32 << 20
 # round trip of 64 MiB), or with a barrier per step among 4 ranks at load 30, the calibration
 # took 4.5-6 minutes: there the count follows the first (probe) step's time
 SIZE_BUDGET_S = 0.2
+# past the budget, two timed repetitions this close (max/min - 1) stand for their size; a third
+# is timed otherwise (the median of three, as before): across an 800 Mbit/s link the large
+# sizes' round trips agree to ~1%, and each one more costs 1.4 s at 64 MiB (issue 33)
+SPREAD = 0.05
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
@@ -53,22 +58,38 @@ STOP, WARM, TIMED = 0, 1, 2  # what the next repetition of a size is (a tells th
 
 class _Pacer:
     """Rank a's count of one size's repetitions: up to 3 warm-ups, then up to ``_iters``
-    timed ones, fewer past ``SIZE_BUDGET_S`` (a quarter of it for the warm-ups), never
-    under 3 timed. ``next()`` says what the next repetition is."""
+    timed ones, fewer past ``SIZE_BUDGET_S`` (a quarter of it for the warm-ups): at least 2
+    timed, a third unless those two agree within ``SPREAD``. ``next(last, seconds)`` says
+    what the next repetition is (``seconds``: the one just done).
 
-    def __init__(self, m: int, scale: float) -> None:
-        self.iters, self.warm, self.timed = _iters(m, scale), 0, 0
+    ``expect``: the seconds a repetition of this size should take (the previous size's
+    scaled by the sizes), when known; past a quarter of the budget the warm-ups are skipped:
+    the size before has just warmed the path (connection, protocol, pages: the buffers are
+    written before the first size), and one warm-up of 64 MiB across the link cost 1.4 s.
+    ``first``: what the first repetition is (WARM, or TIMED when warm-ups are skipped)."""
+
+    def __init__(self, m: int, scale: float, expect: float = 0.0) -> None:
+        self.iters, self.warm, self.times = _iters(m, scale), 0, []
+        self.first = TIMED if expect > SIZE_BUDGET_S / 4 else WARM
         self.t0 = time.perf_counter()
 
-    def next(self, last: int) -> int:
+    def next(self, last: int, seconds: float = 0.0) -> int:
         self.warm += last == WARM
-        self.timed += last == TIMED
-        spent = time.perf_counter() - self.t0
+        if last == TIMED:
+            self.times.append(seconds)
+        timed, spent = len(self.times), time.perf_counter() - self.t0
         if last == WARM and self.warm < 3 and spent < SIZE_BUDGET_S / 4:
             return WARM
-        if self.timed < 3 or (self.timed < self.iters and spent < SIZE_BUDGET_S):
+        if timed < 2 or (timed < self.iters and spent < SIZE_BUDGET_S):
+            return TIMED
+        if timed < 3 and max(self.times) > (1 + SPREAD) * min(self.times):
             return TIMED
         return STOP
+
+
+def _expect(sizes: list[int], k: int, seconds: list[float]) -> float:
+    """A repetition's expected seconds at ``sizes[k]``: the previous size's, scaled by size."""
+    return seconds[k - 1] * sizes[k] / sizes[k - 1] if k and seconds[k - 1] > 0 else 0.0
 
 
 def cache_bytes() -> int:
@@ -120,15 +141,16 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
     """
     me = comm.Get_rank()
     march = _March(cold + max(sizes)) if cold and me in (a, b) else None
-    buf = np.zeros(max(sizes) if march is None else 1, dtype=np.uint8)
-    out = np.zeros(len(sizes))
+    buf = np.ones(max(sizes) if march is None else 1, dtype=np.uint8)  # written: no page faults
+    out, rep = np.zeros(len(sizes)), np.zeros(len(sizes))
     what = np.zeros(1, dtype=np.int64)
     other = b if me == a else a
     for k, m in enumerate(sizes):
         comm.Barrier()
         if me not in (a, b):
             continue
-        pacer, times, what[0] = _Pacer(m, scale), [], WARM
+        pacer = _Pacer(m, scale, _expect(sizes, k, rep)) if me == a else None
+        what[0] = pacer.first if pacer is not None else WARM  # b needs only "not STOP"
         while what[0] != STOP:
             view = buf[:m] if march is None else march.take(m)
             t0 = time.perf_counter()
@@ -138,14 +160,15 @@ def pingpong(comm: MPI.Comm, a: int, b: int, sizes: list[int], scale: float = 1.
             else:
                 comm.Recv(view, other, 7)
                 comm.Send(view, other, 7)
-            if what[0] == TIMED:
-                times.append(time.perf_counter() - t0)
+            took = time.perf_counter() - t0
             if me == a:  # the next repetition, outside the timed part
-                what[0] = pacer.next(int(what[0]))
+                what[0] = pacer.next(int(what[0]), took)
                 comm.Send(what, other, 6)
             else:
                 comm.Recv(what, other, 6)
-        out[k] = float(np.median(times)) / 2
+        if me == a:
+            rep[k] = float(np.median(pacer.times))
+            out[k] = rep[k] / 2
     comm.Bcast(out, root=a)
     return [float(x) for x in out]
 
@@ -176,7 +199,7 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
     marches = (_March(4 * cold_n, np.float32), _March(4 * cold_n, np.float32)) if cold_n else None
     bufs = (np.ones(n_max if not cold_n else 1, dtype=np.float32),
             np.ones(n_max if not cold_n else 1, dtype=np.float32))
-    swap, add = np.zeros(len(sizes)), np.zeros(len(sizes))
+    swap, add, rep = np.zeros(len(sizes)), np.zeros(len(sizes)), np.zeros(len(sizes))
     line_up = (np.zeros(1), np.zeros(1))
     what = np.zeros(1, dtype=np.int64)
 
@@ -195,7 +218,10 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
 
     for k, m in enumerate(sizes):
         n = max(m // 4, 1)
-        pacer, t, what[0], i = _Pacer(m, scale) if me == a else None, [], WARM, 0
+        pacer = _Pacer(m, scale, _expect(sizes, k, rep)) if me == a else None
+        t, i = [], 0
+        if pacer is not None:
+            what[0] = pacer.first
         while True:
             comm.Bcast(what, root=a)  # as a barrier: every rank learns the next step from a
             if what[0] == STOP:
@@ -206,7 +232,7 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
                 if what[0] == TIMED:
                     t.append(times)
             if me == a:
-                what[0] = pacer.next(int(what[0]))
+                what[0] = pacer.next(int(what[0]), times[0])
         t = np.array(t if t else [(0.0, 0.0)]).T.copy()
         counts = np.array([t.shape[1]])
         comm.Bcast(counts, root=a)
@@ -214,6 +240,7 @@ def exchange(comm: MPI.Comm, a: int, b: int, sizes: list[int],
             t = np.zeros((2, int(counts[0])))
         comm.Allreduce(MPI.IN_PLACE, t, MPI.MAX)
         swap[k], add[k] = np.median(t, axis=1)
+        rep[k] = swap[k]
         for buf in bufs:  # keep the values small (marching data is added to a few times only)
             buf[:n] = 1.0
     return [float(x) for x in swap], [float(x) for x in add]
@@ -260,6 +287,75 @@ def fresh_seconds(comm: MPI.Comm, nbytes: int = 2 * MMAP_MAX, repeats: int = 3) 
     out = np.array([max(best, 0.0)])
     comm.Allreduce(MPI.IN_PLACE, out, MPI.MAX)
     return float(out[0])
+
+
+def crossing_seconds(comm: MPI.Comm, pairs: list[tuple[int, int]], m: int,
+                     repeats: int = 3) -> float:
+    """Seconds for every pair (a, b) of ``pairs`` to send m bytes a -> b at once (b answers
+    one byte, so a times the whole): the slowest pair's, median over ``repeats`` after one
+    warm-up; collective, on every rank. Pairs between two nodes, timed alone and together,
+    show how many of them the nodes' interfaces carry at full rate (``interfaces``)."""
+    me = comm.Get_rank()
+    role = next(((b, True) for a, b in pairs if a == me), None) or \
+        next(((a, False) for a, b in pairs if b == me), None)
+    buf = np.ones(m if role else 1, dtype=np.uint8)
+    times = np.zeros(repeats)
+    for k in range(-1, repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if role is not None and role[1]:
+            comm.Send(buf, role[0], 5)
+            comm.Recv(buf[:1], role[0], 5)
+        elif role is not None:
+            comm.Recv(buf, role[0], 5)
+            comm.Send(buf[:1], role[0], 5)
+        if k >= 0:
+            times[k] = time.perf_counter() - t0 if role is not None and role[1] else 0.0
+    comm.Allreduce(MPI.IN_PLACE, times, MPI.MAX)
+    return float(np.median(times))
+
+
+def interfaces(alone: float, together: float, pairs: int) -> int:
+    """Interfaces per node from ``pairs`` pairs crossing at once taking ``together`` seconds
+    where one pair alone takes ``alone``: k pairs sharing one interface take k times as long
+    (measured here, 2 pairs between two network namespaces: 86 ms against 43 at 4 MiB)."""
+    if together <= 0 or alone <= 0:
+        return pairs
+    return max(1, min(pairs, round(pairs * alone / together)))
+
+
+def cpu_share(comm: MPI.Comm) -> float:
+    """How many ranks of this job share each core of this machine, at least 1; collective.
+
+    Ranks whose kernel is this one's (``/proc/sys/kernel/random/boot_id``: network
+    namespaces of one machine share it, real hosts do not) over the cores this process may
+    run on: 4 ranks of two namespaces on 2 cores, 2. A rank waiting in MPI busy-polls
+    (MPICH, UCX) and so holds its share of a core, computing or not: a rank's compute then
+    takes this many wall seconds per CPU second (``cpu_share_measured``: as timed)."""
+    try:
+        kernel = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        kernel = MPI.Get_processor_name()
+    same = sum(k == kernel for k in comm.allgather(kernel))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    share = np.array([max(same / cores, 1.0)])
+    comm.Allreduce(MPI.IN_PLACE, share, MPI.MAX)
+    return float(share[0])
+
+
+def cpu_share_measured(comm: MPI.Comm, seconds: float = 0.05) -> float:
+    """Wall seconds per second of this thread's CPU time while every rank adds at once (the
+    slowest rank's), as ``cpu_share`` counts it, with the host's other load in; collective."""
+    x, y = np.ones(1 << 16, dtype=np.float32), np.ones(1 << 16, dtype=np.float32)
+    comm.Barrier()
+    c0, t0 = time.thread_time(), time.perf_counter()
+    while time.thread_time() - c0 < seconds:
+        for _ in range(16):
+            np.add(x, y, out=x)
+    ratio = np.array([(time.perf_counter() - t0) / max(time.thread_time() - c0, 1e-9)])
+    comm.Allreduce(MPI.IN_PLACE, ratio, MPI.MAX)
+    return float(ratio[0])
 
 
 def quick_params(comm: MPI.Comm, sizes=(8, 512, 4096, 32768, 262144, 1 << 20, 4 << 20),
@@ -333,6 +429,8 @@ class MeasuredLink:
 
     # the one link type's names (``core.links.Link``), so a ``Cluster`` holds this link too
     efficiency = 1.0
+    interfaces: int | None = None  # measured sharing (``host_links``), on the inter link
+    cpu_share: float | None = None
 
     @property
     def alpha_s(self) -> float:
@@ -398,6 +496,11 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
     """(intra, inter) ``MeasuredLink`` from a ``mpicomm model --json`` file; ``this-machine``:
     the first of ``HOST_PARAMS_PATHS`` that exists. One node measured: inter = intra.
 
+    The inter link also carries what ``measure`` found of sharing, when measured (``None``
+    otherwise): ``interfaces`` (pairs of ranks the nodes' interfaces carry at full rate: the
+    cluster's ``nics_per_node``) and ``cpu_share`` (wall seconds per CPU second of a rank
+    while all compute: the compute the host's CPU time stands for).
+
     Raises ``ConfigError`` naming the files tried, with the command that writes one."""
     tried = list(HOST_PARAMS_PATHS) if source == HOST else [source]
     for path in tried:
@@ -406,13 +509,15 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                 params = json.loads(Path(path).read_text())["params"]
                 check_link_table(path, params)  # ConfigError: one line naming the field
                 sizes, gamma = params["gamma_sizes"], params["gamma"]
+                extra = params.get("extra") or {}
                 links = [MeasuredLink(params[k]["alpha"], params[k]["sizes"], params[k]["beta"],
                                       sizes, gamma, f"measured {k} link of {path}",
                                       exchange=(params[k].get("alpha_x"),
                                                 params[k].get("beta_x")),
                                       cold=params[k].get("cold"),
-                                      fresh=(params.get("extra") or {}).get("fresh_s_per_byte"))
+                                      fresh=extra.get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
+                links[1].interfaces, links[1].cpu_share = _sharing(path, extra)
             except ConfigError:
                 raise
             except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -422,6 +527,20 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
     raise ConfigError(f"links_from {source!r}: no calibration (tried {', '.join(tried)}); "
                       f"measure this host with `mpiexec -n 2 python -m mpicomm model "
                       f"--strategies ring -b 4K -e 64M -f 4 -n 5 --json {HOST_PARAMS_PATHS[0]}`")
+
+
+def _sharing(path: str, extra: dict) -> tuple[int | None, float | None]:
+    """``interfaces_per_node`` (an int >= 1) and ``cpu_share`` (a number >= 1 below 1000) of a
+    calibration's ``extra``, None where absent; ``ConfigError`` naming a bad one."""
+    nics, share = extra.get("interfaces_per_node"), extra.get("cpu_share")
+    if nics is not None and (isinstance(nics, bool) or not isinstance(nics, int) or nics < 1):
+        raise ConfigError(f"links_from {path}: extra.interfaces_per_node must be an int >= 1, "
+                          f"got {nics!r}")
+    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                              or not 0 < share < 1000):
+        raise ConfigError(f"links_from {path}: extra.cpu_share must be a number from 0 to "
+                          f"1000, got {share!r}")
+    return nics, None if share is None else max(float(share), 1.0)
 
 
 # ------------------------------------------- MPI's collectives on measured links

@@ -64,11 +64,18 @@ class Cluster:
     in_network: Link | None = None  # a switch that reduces (NVLS, SHARP): α, rate, efficiency
     pipelined: bool = True  # NCCL-style chunked streams; False: one blocking exchange per step
     device: Any = None  # costmodel.device.Device (the `device` work fills it); None: unset
+    nccl: str = ""  # the NCCL release it runs, where that release has its own latency figures
+    # (``profiles.nccl_protocols``); "": NCCL's current tuning model
+    launch_s: float = 0.0  # a local add's kernel launch in mpicomm's own reducers (not
+    # ``pipelined``: each add is a kernel, ``core.flops.add``); 0 where adds are fused
 
     def __post_init__(self) -> None:
         if self.ranks_per_node < 1 or self.nics_per_node < 1 or self.channels < 0:
             raise ConfigError(f"cluster {self.name}: ranks and NICs per node must be >= 1, "
                               "channels >= 0")
+        if not 0 <= self.launch_s < float("inf"):
+            raise ConfigError(f"cluster {self.name}: launch_s must be finite and >= 0, got "
+                              f"{self.launch_s!r}")
 
     def link(self, cls: str) -> tuple[float, float]:
         """(α seconds per step, β seconds per byte) of link class ``"intra"`` or ``"inter"``."""
@@ -94,6 +101,8 @@ class Cluster:
             parts.append(f"reducing switch {_fmt(self.in_network)}")
         if self.device is not None:
             parts.append(f"device {getattr(self.device, 'name', self.device)}")
+        if self.nccl:
+            parts.append(f"NCCL {self.nccl}")
         return ", ".join(parts)
 
     def as_dict(self) -> dict:
@@ -108,7 +117,8 @@ class Cluster:
                 "nics_per_node": self.nics_per_node, "intra": link(self.intra),
                 "inter": link(self.inter), "in_network": link(self.in_network),
                 "gamma_s_per_byte": self.gamma_s_per_byte, "alpha_call_s": self.alpha_call_s,
-                "channels": self.channels, "pipelined": self.pipelined,
+                "channels": self.channels, "pipelined": self.pipelined, "nccl": self.nccl,
+                "launch_s": self.launch_s,
                 "device": None if self.device is None else getattr(self.device, "name",
                                                                    str(self.device)),
                 "source": self.source}

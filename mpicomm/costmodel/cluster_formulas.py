@@ -187,7 +187,7 @@ def rabenseifner_cluster_time(p: int, n: float, local: int, intra: tuple[float, 
 def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
                        inter: tuple[float, float], gamma: float, servers: int = 1,
                        dedicated: bool = False, piece: float = float(1 << 20),
-                       nics: int | None = None) -> float:
+                       nics: int | None = None, launch: float = 0.0) -> float:
     """mpicomm's ps over one interface per rank and link class (the virtual clock's model).
 
     Ranks r on node r // L; colocated servers on ranks s·p//S, dedicated ones the last S.
@@ -198,7 +198,10 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
 
         round(m) = α + max over ranks and classes c of (messages of class c)·m·β_c
         pull     = α + max over ranks and classes c of (messages of class c)·(n/S)·β_c
-        T        = Σ_i max(round(m_i), adds(m_i)) + pull,  adds(m) = (senders)·m·γ
+        T        = Σ_{i<last} max(round(m_i), adds(m_i)) + round(m_last) + adds(m_last) + pull,
+        adds(m)  = senders·(launch + m·γ)  (one kernel a push added, ``core.flops.add``;
+                   a round's adds overlap the next round's pushes, the last round's come
+                   before the server answers)
 
     A server's receive (push) and send (pull) queue of a class carry its workers there (not
     itself); a worker's send and receive queue, the servers there (full duplex: the two
@@ -248,4 +251,10 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
         return alpha + size * per_byte
 
     senders = len(workers) - (0 if dedicated else 1)
-    return sum(max(busiest(m), senders * m * gamma) for m in sizes) + busiest(shard)
+    def adds(m: float) -> float:
+        return senders * (launch + m * gamma)
+
+    # a round's adds run while the next round's pushes arrive; the last round's, before the
+    # server's answers leave
+    return sum(max(busiest(m), adds(m)) for m in sizes[:-1]) + busiest(sizes[-1]) \
+        + adds(sizes[-1]) + busiest(shard)

@@ -24,14 +24,19 @@ NCCL's own latencies and bandwidth share (``profiles.NCCL_PROTOCOLS``, from NCCL
 ``src/graph/tuning.cc``; a hop never costs less than the profile's own α for that link).
 
 A cluster that is not ``pipelined`` (mpicomm's reducers over MPI, one blocking exchange per
-step) takes the step-by-step forms for ring, tree, hierarchical and ps: a step waits for its
-slowest link (2(p−1)·α_slow), phases add; mpicomm's tree spans ranks
+step) takes the step-by-step forms for ring, tree, hierarchical and ps, each local add a
+kernel (``Cluster.launch_s``, as the virtual clock charges ``core.flops.add``): the ring as
+the clock runs it, each rank waiting for its left neighbour only (``stepwise``; with
+channels, a step waits for its slowest link), hierarchical's rings inside and across nodes
+one after the other (``stepwise.ring_phase_time``); mpicomm's tree spans ranks
 (``algos.tree_cluster_time``: a step costs the busiest queue of either link class); a
 server pushes then pulls, its messages queuing per link class (``ps_interfaces_time``:
 intra-node peers do not queue on the NIC).
 """
 
 from __future__ import annotations
+
+import math
 
 from mpicomm.costmodel import formulas as host
 from mpicomm.costmodel import profiles as nccl
@@ -46,6 +51,7 @@ from mpicomm.costmodel.cluster_formulas import (
     tree_time,
 )
 from mpicomm.costmodel.native import mpi_collective_time
+from mpicomm.costmodel.stepwise import PIECE_BYTES, ring_phase_time, ring_stepwise_time
 
 __all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES", "auto_crossover"]
 
@@ -74,8 +80,9 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
     """Predicted seconds of one allreduce of n bytes over p ranks; None without a formula.
 
     ``options``: the strategy's ``ReducerOptions`` fields that change its cost (channels,
-    servers, dedicated, variant, ranks_per_node) and ``in_network`` (use the cluster's
-    reducing switch; None where it has none).
+    servers, dedicated, variant, ranks_per_node), ``in_network`` (use the cluster's
+    reducing switch; None where it has none) and ``op`` ("mean": mpicomm's reducers' scaling
+    kernel added, ``_mean_scale``; the engine's op).
     """
     o = options or {}
     if p <= 1:
@@ -89,8 +96,11 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
     if protocols and (strategy in ("ring", "tree") or (strategy == "hierarchical"
                                                        and o.get("in_network"))):
         return _nccl_time(strategy, p, n, cluster, local, nodes, o, protocols)
-    if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps"):
-        return _stepwise(strategy, p, n, cluster, local, nodes, intra, inter, shared, o)
+    if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps", "native"):
+        scale = _mean_scale(strategy, p, n, cluster, local, nodes, o)
+        if strategy == "native":  # MPI's Allreduce, then the whole buffer scaled
+            return mpi_collective_time("allreduce", n, p, local, intra, shared, g, a0) + scale
+        return _stepwise(strategy, p, n, cluster, local, nodes, intra, inter, shared, o) + scale
     if strategy == "ring":
         return multichannel_ring_time(p, n, nodes, intra, inter, g, _channels(o.get("channels"),
                                                                               cluster), c, a0)
@@ -132,23 +142,53 @@ def auto_crossover(p: int, cluster: Cluster, sizes=None) -> int:
 
 def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int, intra,
               inter, shared, o: dict) -> float:
-    """Ring, hierarchical and ps as mpicomm runs them: one blocking exchange per step."""
-    g, nics, a0 = cluster.gamma_s_per_byte, cluster.nics_per_node, cluster.alpha_call_s
-    # one rank a node: no step crosses an intra-node link, the inter one is the slowest
-    slow = inter if local == 1 else (max(intra[0], inter[0]), max(intra[1], inter[1]))
+    """Ring, hierarchical, tree and ps as mpicomm runs them: one blocking exchange per step,
+    each local add a kernel (``cluster.launch_s``), as the virtual clock charges them."""
+    g, nics, a0, launch = (cluster.gamma_s_per_byte, cluster.nics_per_node,
+                           cluster.alpha_call_s, cluster.launch_s)
     if strategy == "ring":
-        k = max(1, min(_channels(o.get("channels"), cluster), nics)) if nodes > 1 else 1
+        channels = _channels(o.get("channels"), cluster)
+        if channels == 1:  # neighbour-paced, an add kernel a reduce-scatter step (stepwise)
+            return a0 + ring_stepwise_time(p, n, local, intra, inter, g, launch)
+        # K channels (multiring): a step waits for its slowest link; one rank a node: no step
+        # crosses an intra-node link; each step adds the K channels' pieces, a kernel each
+        k = max(1, min(channels, nics)) if nodes > 1 else 1
+        slow = inter if local == 1 else (max(intra[0], inter[0]), max(intra[1], inter[1]))
         b = max(intra[1] if local > 1 else 0.0, inter[1] / k) if nodes > 1 else intra[1]
-        return a0 + host.ring_time(p, n, slow[0], b, g)
+        pieces = max(1, math.ceil(n / (channels * p) / PIECE_BYTES))
+        return a0 + host.ring_time(p, n, slow[0], b, g) + (p - 1) * channels * pieces * launch
     if strategy == "hierarchical":
         variant = o.get("variant") or "reduce_scatter"  # leader: one rank of a node crosses
         b_e = inter[1] * (1.0 if variant == "leader" else max(1.0, local / nics))
-        return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g, variant)
+        if variant == "leader":
+            return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
+                                               variant) + (nodes - 1) * launch
+        # the rings inside nodes (reduce-scatter, then allgather) and across them on n/L
+        return a0 + ring_phase_time(local, n, intra, g, launch) \
+            + ring_phase_time(nodes, n / local, (inter[0], b_e), g, launch)
     if strategy == "tree":
-        return a0 + tree_cluster_time(p, n, local, intra, shared, g)
+        return a0 + tree_cluster_time(p, n, local, intra, shared, g, launch)
     s = int(o.get("servers") or 1)  # each role's queues share the node's NICs by themselves
     return a0 + ps_interfaces_time(p, n, local, intra, inter, g, s, bool(o.get("dedicated")),
-                                   nics=nics if nodes > 1 else None)
+                                   nics=nics if nodes > 1 else None, launch=launch)
+
+
+def _mean_scale(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,
+                o: dict) -> float:
+    """op="mean" (``options["op"]``, the training engine's): the kernel that scales the
+    bytes a rank owns once they are summed (``core.flops.scale``: a launch, 2 bytes moved a
+    byte, ⅔·γ), on every rank's path: the ring's n/p (K channels: K kernels of n/(K·p)),
+    hierarchical's n/L (leader: the leaders' n/m), a server's n/S, native's whole n. The
+    tree's roots scale chunk by chunk inside its pipeline: not added."""
+    if o.get("op") != "mean" or strategy == "tree":
+        return 0.0
+    launch, g = cluster.launch_s, cluster.gamma_s_per_byte * 2 / 3
+    if strategy == "ring":
+        kernels = _channels(o.get("channels"), cluster)
+        return kernels * launch + n / p * g
+    owned = {"hierarchical": n / (nodes if o.get("variant") == "leader" else local),
+             "ps": n / max(1, int(o.get("servers") or 1)), "native": n}[strategy]
+    return launch + owned * g
 
 
 def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,

@@ -79,6 +79,32 @@ S15 NCCL src/graph/tuning.cc (S11's commit): ``nvlsEfficiency`` Hopper 0.85, Bla
     S3's Hopper measurement x 0.74/0.85 (``NVLS_EFF_BLACKWELL``); ring Simple's plateau
     factor is 1.9 below compute capability 8.0 (Volta: Summit), 1.4 from it.
 
+S16 NCCL 2.4's own latency figures (NVIDIA/nccl tag v2.4.2-1, src/init.cu,
+    ``ncclTreeThreshold``, the model NCCL 2.4 chose between ring and tree with; NCCL's tuning
+    model, src/graph/tuning.cc, first appears in 2.5.6): ``ringlatinter = 6`` us per rank,
+    ``ringlat = ringlatinter*(nranks-1)``; ``treelatinter = 15``, ``treelatintra = 4``,
+    ``treelat = treelatinter*log2(nnodes)+treelatintra*(nranks/nnodes-1)`` (log2 rounded down),
+    whole-allreduce latencies with no per-call term. Per hop of the model's formulas (a ring
+    crosses 2(p-1) hops, a tree 2((L-1) + log2 m), log2 rounded up there: the same for a
+    power-of-two node count): ring 3.0 us, tree 2.0 us in a node and 7.5 us between nodes,
+    base 0 -> ``NCCL_RELEASE_PROTOCOLS["2.4"]``. NCCL 2.4 has LL and
+    Simple (LL128 came with 2.5: v2.4.2-1 src/enqueue.cu builds LL and Simple kernels only);
+    their bandwidth shares are S11's. A run on 2.4 (``Cluster.nccl``) takes these; NCCL 2.3's
+    source (v2.3.7-1 src/init.cu) holds no latency figure, so a 2.3 run, like every run on 2.5
+    or later, takes S11's current tuning model (its constants are NVIDIA's latest calibration
+    of that model; the releases' own are in docs/validation.md).
+S17 nccl-tests run as ONE process driving G GPUs (``-g G``): per call the host thread
+    launches one kernel per GPU in turn (NCCL src/group.cc ``doLaunches``, v2.15.5-1: one loop
+    over the group's communicators, ``cudaSetDevice`` then ``ncclLaunchKernel``), and
+    all_reduce_perf launches its iterations back to back before one wait (nccl-tests
+    src/common.cu ``BenchTime``, 2022-11: ``for (iter...) startColl(...)``, then
+    ``completeColl``, time = elapsed / iters), so a call takes at least G back-to-back kernel
+    launches: G x the device's launch cost (costmodel/device.py E2: 3.0 us) ->
+    ``launch_floor``. NVIDIA on the same effect (nccl-tests issue #333, AddyLaddy): "higher
+    latency ... due to using multiple GPUs per node (-g 8) instead of one GPU per process ...
+    due to the CUDA latency overheads of single process jobs". One GPU per process (G = 1):
+    3.0 us, below every NCCL base latency, so never binding.
+
 γ: an in-place add reads two bytes and writes one per byte: HBM rate / 3 (H100 3.35 TB/s ->
 ~1 TB/s; B200 8 TB/s -> 2.7 TB/s; A100 2.0 TB/s -> 0.67 TB/s; V100 0.9 TB/s -> 0.3 TB/s).
 """
@@ -97,14 +123,14 @@ from mpicomm.costmodel.cluster import (
     Cluster,
     Link,
 )
-from mpicomm.costmodel.device import device
+from mpicomm.costmodel.device import LAUNCH_S, device
 
 __all__ = ["CLUSTERS", "cluster", "build_cluster", "LINKS_NAME", "profile_fields", "MEASURED",
            "cluster_of", "NVLINK_EFF", "IB_EFF",
            "NVLS_EFF", "ETH_EFF", "Protocol",
            "NCCL_PROTOCOLS", "TREE_CORRECTION", "nccl_protocols", "net_plugin_latency",
            "net_overhead", "ll_max_busbw", "DEVICE_OF", "NCCL_CONFIG", "ring_simple_plateau",
-           "NVLS_EFF_BLACKWELL"]
+           "NVLS_EFF_BLACKWELL", "NCCL_RELEASE_PROTOCOLS", "nccl_release", "launch_floor"]
 
 _GB = 1e9
 NVLINK_EFF = 370 / 450  # S3
@@ -206,6 +232,12 @@ NCCL_PROTOCOLS = (  # S11: baseLatencies, hwLatencies[NVLINK], hwLatencies[NET],
     Protocol("Simple", (8.4 * _US, 8.4 * _US), (3.4 * _US, 4.0 * _US), (14.0 * _US, 14.0 * _US),
              (1.0, 0.92, 0.92)),
 )
+# S16: NCCL 2.4's own figures, per hop (ring 6 us per rank = 3 us a hop; tree 15 us per
+# log2(nodes) = 7.5 us a network hop, 4 us per rank in a node = 2 us a hop), no per-call base;
+# LL and Simple only, with S11's bandwidth shares
+_LL, _SIMPLE = NCCL_PROTOCOLS[0], NCCL_PROTOCOLS[2]
+_HOPS_2_4 = dict(base=(0.0, 0.0), nvlink=(3.0 * _US, 2.0 * _US), net=(3.0 * _US, 7.5 * _US))
+NCCL_RELEASE_PROTOCOLS = {"2.4": (replace(_LL, **_HOPS_2_4), replace(_SIMPLE, **_HOPS_2_4))}
 NVLS_SWITCH_S, NVLSTREE_NET_S = 25e-6, 20.9e-6  # S11: NVLINK NVLS Simple; NET NVLSTree Simple
 RING_SIMPLE_PLATEAU = 1.4  # S11: ring Simple latency across nodes (compute capability >= 8.0)
 RING_SIMPLE_PLATEAU_VOLTA = 1.9  # S15: the same below compute capability 8.0
@@ -267,7 +299,23 @@ def nccl_protocols(c: Cluster) -> tuple[Protocol, ...] | None:
     if c.name not in CLUSTERS or not c.pipelined:
         return None
     allowed = NCCL_CONFIG.get(c.name)
-    return tuple(p for p in NCCL_PROTOCOLS if allowed is None or p.name in allowed)
+    table = NCCL_RELEASE_PROTOCOLS.get(nccl_release(c.nccl), NCCL_PROTOCOLS)
+    return tuple(p for p in table if allowed is None or p.name in allowed)
+
+
+def nccl_release(version: str) -> str:
+    """The release key of ``NCCL_RELEASE_PROTOCOLS`` a version string names ("2.4.2" and
+    "2.4" -> "2.4"); "" for none. Only releases with their own figures are keys (S16)."""
+    parts = str(version or "").split(".")
+    key = ".".join(parts[:2]) if len(parts) >= 2 else ""
+    return key if key in NCCL_RELEASE_PROTOCOLS else ""
+
+
+def launch_floor(c: Cluster, gpus_per_process: int) -> float:
+    """The least seconds a call takes when one process drives ``gpus_per_process`` GPUs
+    (nccl-tests ``-g G``): G back-to-back kernel launches (S17), at the cluster's device's
+    launch cost (device.py E2 where the cluster names no device)."""
+    return max(1, int(gpus_per_process)) * getattr(c.device, "launch_s", LAUNCH_S)
 
 
 def ring_simple_plateau(c: Cluster) -> float:
@@ -297,8 +345,11 @@ def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = No
     one at a time. Without: mpicomm's own reducers (``pipelined`` False) on the links given
     (``"20us,1GB/s"`` or ``Link``), ``DEFAULT_INTRA``/``DEFAULT_INTER`` for a class none
     gives, or this host's measured links for such a class with ``links_from``; ``nics_per_node``
-    defaults to one NIC per rank (``ranks_per_node``), as the virtual clock's per-rank
-    interfaces, so the predictor, the clock and every command agree; one channel.
+    defaults to the interfaces that calibration measured between its nodes (``interfaces_per_node``,
+    ``costmodel.measure``), else one NIC per rank (``ranks_per_node``), as the virtual clock's
+    per-rank interfaces, so the predictor, the clock and every command agree; one channel; each
+    local add a kernel of the default device's launch (``device.LAUNCH_S``: the virtual
+    clock's device model charges it, ``core.flops.add``).
 
     Raises ``ConfigError`` for an unknown profile, a bad link or a count < 1.
     """
@@ -323,11 +374,12 @@ def build_cluster(profile: str | None = None, *, ranks_per_node: int | None = No
         inter, intra = inter or measured_inter, intra or measured_intra
     rpn = ranks_per_node or 1
     given = [f"{k} {v}" for k, v in (("inter", inter), ("intra", intra)) if v is not None]
+    measured_nics = getattr(inter, "interfaces", None)  # a calibration's (``host_links``)
     return Cluster(LINKS_NAME, rpn, intra or DEFAULT_INTRA, inter or DEFAULT_INTER,
                    DEFAULT_GAMMA_S_PER_BYTE if gamma_s_per_byte is None else gamma_s_per_byte,
-                   nics_per_node or rpn,
+                   nics_per_node or measured_nics or rpn,
                    "links from the command line: " + (", ".join(given) or "defaults"),
-                   channels=channels or 1, pipelined=False)
+                   channels=channels or 1, pipelined=False, launch_s=LAUNCH_S)
 
 
 MEASURED = "this-machine"  # the profile of this host's measured links (``--links-from``)

@@ -137,7 +137,8 @@ def device_compute(w: Workload, batch: int, device, precision: str = "fp32",
 
 
 def step_time(compute: Compute, buckets: Sequence[tuple[float, int]],
-              comm: Callable[[float], float], overlap: bool = True) -> Step:
+              comm: Callable[[float], float], overlap: bool = True,
+              floors: Sequence[float] | None = None) -> Step:
     """The step the engine runs (module docstring, steps 1-4).
 
     Args:
@@ -145,6 +146,8 @@ def step_time(compute: Compute, buckets: Sequence[tuple[float, int]],
         buckets: (bytes, ready_layer) in the order they are sent (backward order).
         comm: seconds of one reduction of that many bytes (the strategy's cost function).
         overlap: reduce on the communication thread during backward (the engine's default).
+        floors: per bucket, the fewest seconds its reduction can take whatever the links
+            (a transport's per-message rate: ``bench.step_predict.RpcRate``); None: none.
     """
     fwd = sum(compute.fwd_s)
     done, t = {}, fwd  # 2. when each layer's gradient is final
@@ -153,6 +156,8 @@ def step_time(compute: Compute, buckets: Sequence[tuple[float, int]],
         done[i] = t
     backward_end = t
     costs = [comm(nbytes) for nbytes, _ in buckets]
+    if floors is not None:
+        costs = [max(c, f) for c, f in zip(costs, floors, strict=True)]
     updates = [compute.update_of(k) for k in range(len(buckets))]
     if overlap and len(buckets) > 1:
         end, step = 0.0, backward_end

@@ -34,14 +34,16 @@ step over both trees, q ≤ 2, q = 1 at p = 2; S = max_c q_c·(α_c + c·β_c); 
 same over the classes of the edges whose child is at depth d; c_max = most
 children a rank has over both trees):
 
-    T_tree = 2·((k - 1)·S + Σ_{d=1..D} S_d) + (D + k - 1)·c_max·c·γ
+    T_tree = (k - 1)·(max(S, A) + S) + Σ_{d=1..D} (max(S_d, A) + S_d)
 
-on one link class (S_d = S = q·(α + c·β)):
+with A = c_max·(c·γ + launch) the adds of a reduce step (one kernel a child's chunk), which
+run while the next step's chunks are on the wire; on one link class (S_d = S = q·(α + c·β))
+and adds shorter than a step:
 
-    T_tree = (D + k - 1)·(2·q·(α + c·β) + c_max·c·γ)
+    T_tree = (D + k - 1)·2·q·(α + c·β)
 
 so ≈ 4·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α, and for large n
-(k ≫ D) ≈ 2n·β + n·γ (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
+(k ≫ D) ≈ 2n·β (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
 plus a pipeline fill of (D-1) chunk steps. It wins where latency dominates —
 small and medium buffers at many ranks; the ring wins for large buffers on few
 ranks. Across nodes few tree edges cross (at 8 ranks on 2 nodes of 4, one

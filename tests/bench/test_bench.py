@@ -401,7 +401,10 @@ def test_model_predicts_the_tree_and_channels_the_virtual_clock_runs():
     n, opts = 4 << 20, {"crossover_bytes": 1 << 16}
     one = predicted("ring", 4, n, params, {**opts, "channels": 1}, charged)
     two = predicted("ring", 4, n, params, {**opts, "channels": 2}, charged)
-    assert one == pytest.approx(predicted("ring", 4, n, params, opts))  # 1 ring: the formula
+    # 1 ring: the clock's neighbour-paced form, never slower than the slowest-link formula
+    # the wall clock's measured model takes (formulas.predict)
+    assert 0.9 * predicted("ring", 4, n, params, opts) < one <= predicted("ring", 4, n, params,
+                                                                           opts)
     # two rings: each node boundary crossed by two ranks, each with its own NIC
     assert two < 0.6 * one
     tree = predicted("tree", 4, n, params, opts, charged)

@@ -86,12 +86,17 @@ def test_against_hand_computed_formulas():
     # hierarchical 2 x 8, pipelined: max(intra 2·7/8·N·β_in, inter 2·1/2·(N/8)·β_out)
     hier = 2 * 7 * 1e-6 + 2 * 10e-6 + max(2 * 7 / 8 * N * b_in, N / 8 * b_out)
     assert rows[("hierarchical", 16, N)]["predicted_us"] == pytest.approx(hier * 1e6)
-    # one server, full duplex: (p-1) messages each way, (p-1)·N·β (half duplex paid twice that)
-    ps = 15 * 10e-6 + 15 * N * b_out
+    # one server, mpicomm's ps as the clock runs it: the 8 pushes from the other node queue on
+    # the server's NIC (its node's one server: the NIC is its own) in 1 MiB rounds, then its 8
+    # answers leave the same way: 2·8·N·β_out, α a round and the pull, and the last round's
+    # 15 adds before the answers (the others overlap the next round)
+    piece = 1 << 20
+    ps = (N // piece + 1) * 10e-6 + 2 * 8 * N * b_out + 15 * piece * 1e-12
     assert rows[("ps(S=1)", 16, N)]["predicted_us"] == pytest.approx(ps * 1e6)
-    # S = p moves the ring's bytes (its latency: 2(p-1) messages through the NIC)
+    # S = p: each server takes its 8 remote workers' N/16 and answers them on its own NIC (8
+    # a node, one a rank): 2·8·(N/16)·β_out, where one ring crosses at one rank: 2·15/16·N·β_out
     assert rows[("ps(S=p)", 16, N)]["bandwidth_us"] == pytest.approx(
-        rows[("ring(channels=1)", 16, N)]["bandwidth_us"])
+        2 * 8 * N / 16 * b_out * 1e6, rel=1e-2)  # + the last round's adds, the rounds' α
     # no reducing switch in this profile: no hierarchical(nvls) row
     assert ("hierarchical(nvls)", 16, N) not in rows
     # busbw = n/t · 2(p-1)/p
@@ -122,8 +127,12 @@ def test_step_time_and_efficiency():
 def test_one_server_grows_linearly_and_ring_bytes_stay_flat():
     ranks = [16, 32, 64, 128, 256, 512, 1024, 4096]
     rows = rows_by(PROF, ranks, [N])
-    per_peer = [rows[("ps(S=1)", p, N)]["predicted_us"] / (p - 1) for p in ranks]
-    assert max(per_peer) == pytest.approx(min(per_peer), rel=1e-9)  # exactly (p-1)·const
+    # one server: every rank added off its node queues one more push and one more answer on
+    # its NIC, 2·N·β_out (and one more add): the time is affine in p, the same for each rank
+    base = rows[("ps(S=1)", 16, N)]["predicted_us"]
+    per_rank = [(rows[("ps(S=1)", p, N)]["predicted_us"] - base) / (p - 16) for p in ranks[1:]]
+    assert max(per_rank) == pytest.approx(min(per_rank), rel=1e-9)
+    assert per_rank[0] == pytest.approx(2 * N / 10e9 * 1e6, rel=1e-3)
     ring_bytes = [rows[("ring(channels=1)", p, N)]["bandwidth_us"] for p in ranks]
     assert ring_bytes == sorted(ring_bytes)  # 2(p-1)/p rises towards 2 ...
     assert ring_bytes[-1] / ring_bytes[0] < (2 * 4095 / 4096) / (2 * 15 / 16) + 1e-9  # ... barely

@@ -233,8 +233,9 @@ def test_a_ring_of_one_rank_a_node_crosses_no_intra_link():
     c = Cluster("t", 1, Link(1e-6, 10e9), Link(5e-6, 12.5e9), 1e-12, 1, pipelined=False)
     n, p = 100e6, 4
     ring = cluster_time("ring", p, n, c)
-    assert ring == pytest.approx(2 * (p - 1) * 5e-6 + 2 * (p - 1) / p * n / 12.5e9
-                                 + (p - 1) / p * n * 1e-12)
+    # each reduce-scatter step moves its 25 MB segment as 24 pieces of at most 1 MiB, an α each
+    assert ring == pytest.approx(2 * (p - 1) * 5e-6 + (p - 1) * 23 * 5e-6
+                                 + 2 * (p - 1) / p * n / 12.5e9 + (p - 1) / p * n * 1e-12)
     assert ring == pytest.approx(cluster_time("hierarchical", p, n, c))  # L = 1: the inter ring
 
 
@@ -250,3 +251,23 @@ def test_a_servers_last_push_round_carries_only_what_is_left():
     p, n = 4, 1.5 * piece  # one node: the server (rank 0) takes 3 pushes, sends 3 pulls
     t = ps_interfaces_time(p, n, p, link, link, 0.0, piece=piece)
     assert t == pytest.approx(3 * piece * beta + 3 * 0.5 * piece * beta + 3 * n * beta)
+
+
+def test_an_rpc_rate_floors_the_bucket_holding_a_tensor_above_its_size():
+    """A per-message RPC rate: the bucket holding VGG-16's fc6 (411,041,792 bytes) takes at
+    least its push then its pull at that rate; ResNet-50 (no tensor above 128 MiB) and the
+    ring do not move."""
+    from mpicomm.bench.step_predict import RpcRate
+
+    rpc = RpcRate(128 * 2**20, 100e6)
+    _, (plain,) = _rows("vgg16", [16], ps_placement="tensors", servers=4, local=4)
+    _, (slow,) = _rows("vgg16", [16], ps_placement="tensors", servers=4, local=4, rpc=rpc)
+    fc6 = 25088 * 4096 * 4
+    assert slow["comm_ms"] / 1e3 >= 2 * fc6 / 100e6 > plain["comm_ms"] / 1e3
+    # no overlap: the step is compute, then each bucket's reduction one after the other
+    assert slow["step_ms"] == pytest.approx(slow["compute_ms"] + slow["comm_ms"])
+    for model in ("resnet50", "inception3"):
+        _, (a,) = _rows(model, [16], ps_placement="tensors", servers=4, local=4)
+        _, (b,) = _rows(model, [16], ps_placement="tensors", servers=4, local=4, rpc=rpc)
+        assert a["step_ms"] == b["step_ms"]
+    assert rpc.floors([fc6, 128 * 2**20, 1.0]) == [2 * fc6 / 100e6, 0.0, 0.0]

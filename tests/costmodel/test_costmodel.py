@@ -248,30 +248,47 @@ def test_cluster_from_link_flags():
     assert build_cluster(ranks_per_node=4, nics_per_node=1).nics_per_node == 1
 
 
-def test_emulated_cluster_uses_the_stepwise_host_forms():
-    """mpicomm's reducers block on one exchange per step: a cluster built from emulated links
-    predicts what formulas.py says for them (slowest link per step, phases added)."""
+def test_emulated_cluster_uses_the_stepwise_forms_the_clock_charges():
+    """mpicomm's reducers block on one exchange per step and launch a kernel per add: a
+    cluster built from emulated links predicts what the virtual clock charges them
+    (costmodel/stepwise.py). Worked by hand on 4 ranks, 2 a node, 16 MiB, γ = 0, the default
+    device's 3 us launch a local add."""
     from mpicomm.costmodel import cluster_time
     from mpicomm.costmodel.profiles import build_cluster
 
     c = build_cluster(ranks_per_node=2, inter="20us,1GB/s", intra="1us,10GB/s",
                       gamma_s_per_byte=0.0)
-    n = 16 * (1 << 20)
-    assert cluster_time("ring", 4, n, c) == pytest.approx(ring_time(4, n, 20e-6, 1e-9, 0))
-    assert cluster_time("hierarchical", 4, n, c) == pytest.approx(
-        hierarchical_time(n, 2, 2, (1e-6, 1e-10), (20e-6, 1e-9), 0))
+    n, piece, launch = 16 * (1 << 20), 1 << 20, 3e-6
+    assert c.launch_s == launch
+    # ring: the boundary rank's sends pace every step (4 MiB segments: 4 pieces, each added,
+    # in each of 3 reduce-scatter steps; 3 allgather steps of 4 MiB); the inter-node α is
+    # paid once, not at every step as the slowest-link form charged (2(p-1)·α_inter)
+    ring = 12 * (piece * 1e-9 + launch) + 3 * (4 * piece * 1e-9) + 20e-6
+    assert cluster_time("ring", 4, n, c) == pytest.approx(ring)
+    assert ring < ring_time(4, n, 20e-6, 1e-9, 0) + 12 * launch
+    # hierarchical: the ring inside the node (8 MiB segment: 8 pieces, then one 8 MiB
+    # allgather step), then across nodes on n/2 (4 MiB segment: 4 pieces, one 4 MiB step)
+    intra = 8 * (1e-6 + piece * 1e-10 + launch) + (1e-6 + 8 * piece * 1e-10)
+    inter = 4 * (20e-6 + piece * 1e-9 + launch) + (20e-6 + 4 * piece * 1e-9)
+    assert cluster_time("hierarchical", 4, n, c) == pytest.approx(intra + inter)
     # ps: the server's 2 inter-node workers queue on its NIC (its node's worker on the intra
-    # class): 16 push rounds of 1 MiB pieces, then the pull of the whole n to each
-    piece = 1 << 20
+    # class): 16 push rounds of 1 MiB pieces, the last one's 3 adds (a kernel each) before
+    # the server answers, then the pull of the whole n to each
+    adds = 3 * launch
     assert cluster_time("ps", 4, n, c, {"servers": 1}) == pytest.approx(
-        16 * (20e-6 + 2 * piece * 1e-9) + 20e-6 + 2 * n * 1e-9)
+        16 * (20e-6 + 2 * piece * 1e-9) + adds + 20e-6 + 2 * n * 1e-9)
     assert cluster_time("ps", 4, n, c, {"servers": 1}) < ps_time(4, n, 20e-6, 1e-9, 0)
     # a shard of 1.5 pieces: the second round carries the half piece that is left (as the
     # reducer sends it), not a whole piece. Charged a whole one, the README's main job's ps
     # (1.6 MB, 2 rounds) was predicted at 7.45 ms where the virtual clock charged 6.44 ms.
     half = piece + piece // 2
     assert cluster_time("ps", 4, half, c, {"servers": 1}) == pytest.approx(
-        (20e-6 + 2 * piece * 1e-9) + (20e-6 + piece * 1e-9) + 20e-6 + 2 * half * 1e-9)
+        (20e-6 + 2 * piece * 1e-9) + (20e-6 + piece * 1e-9) + adds + 20e-6 + 2 * half * 1e-9)
+    # without launches (fused adds) the launch terms go and nothing else moves
+    from dataclasses import replace as _replace
+
+    fused = _replace(c, launch_s=0.0)
+    assert cluster_time("ring", 4, n, fused) == pytest.approx(ring - 12 * launch)
     # the same links as a pipelined (NCCL-style) cluster: latency along the path, max of phases
     from dataclasses import replace
 

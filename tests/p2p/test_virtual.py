@@ -480,8 +480,10 @@ def test_model_charges_reductions_at_the_clocks_compute_scale():
         clock.reset()
     gamma = params.gamma_at(256 / 4) * 0.25
     assert gamma == pytest.approx(0.75e-10)
+    # host CPU time: an add is charged as CPU time, with no device kernel launch
     assert got == pytest.approx(cluster_time(
-        "ring", 4, 256, dataclasses.replace(charged, gamma_s_per_byte=gamma), opts), rel=1e-12)
+        "ring", 4, 256, dataclasses.replace(charged, gamma_s_per_byte=gamma, launch_s=0.0),
+        opts), rel=1e-12)
     assert params.gamma == [2e-10, 3e-10, 5e-10]  # the measured record is left as it was
 
 
