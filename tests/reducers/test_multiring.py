@@ -88,9 +88,11 @@ def test_multiring_time():
     alpha, beta, gamma = 2e-6, 1e-10, 1e-10
     one_node = build_cluster(ranks_per_node=8, intra=f"{alpha}s,{1 / beta}B/s",
                              gamma_s_per_byte=gamma)
-    # one node, one channel: the ring's formula
+    # one node, one channel: the ring's formula, and an add kernel's launch in each of the
+    # p − 1 reduce-scatter steps (the clock charges each add as a kernel)
     assert cluster_time("ring", 8, 1e6, one_node, {"channels": 1}) == pytest.approx(
-        ring_time(8, 1e6, alpha, beta, gamma))
+        ring_time(8, 1e6, alpha, beta, gamma) + 7 * one_node.launch_s)
+    assert one_node.launch_s > 0
     # 2 nodes of 4, slow inter-node links: 4 channels cut the inter-node term ~4x
     two = build_cluster(ranks_per_node=4, intra="1us,100GB/s", inter="20us,1GB/s",
                         gamma_s_per_byte=0.0)
