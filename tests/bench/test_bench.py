@@ -340,10 +340,11 @@ def test_model_says_what_it_measures():
     assert res.returncode == 0 and not res.timed_out, res.tail()
     steps = [ln.split(": ", 2)[2].split(" (")[0] for ln in res.stderr.splitlines()
              if ln.startswith("model: measuring: ")]
-    assert steps == ["γ: np.add, 12 sizes up to 16 KiB", "intra-node exchange, ranks 0-1",
+    assert steps == ["γ: np.add, 8 sizes up to 16 KiB", "intra-node exchange, ranks 0-1",
                      "intra-node ping-pong", "intra-node, data out of the caches",
-                     "page faults of fresh memory"], res.stderr
-    assert "\r" not in res.stderr and "(5/5; " in res.stderr
+                     "page faults of fresh memory", "interfaces between nodes, CPU share"], \
+        res.stderr
+    assert "\r" not in res.stderr and "(6/6; " in res.stderr
 
 
 @pytest.mark.slow
