@@ -221,8 +221,8 @@ class VirtualTransport(BlockingByRequests, Transport):
             raise RuntimeError("VirtualTransport: install the virtual clock first "
                                "(mpicomm.p2p.virtual.install)")
         self.stamps = comm.Dup()  # collective, as the transport's creation
-        self.share = 0  # ranks per interface of a send: set (with its tables) by ``cross_at_once``
-        self._shares: tuple[int, int] = (0, 0)  # (send, receive) ranks per interface
+        self._shares: tuple[int, int] = (0, 0)  # (send, receive) ranks per interface: set
+        # (with their tables) by ``cross_at_once``
         self._tables: dict[tuple[int, int], tuple] = {}
         self.cross_at_once(self.local)
         c = self.cluster
@@ -249,11 +249,15 @@ class VirtualTransport(BlockingByRequests, Transport):
         if shares == self._shares:  # ps and auto ask before every call: the tables stand
             return
         self._shares = shares
-        self.share = shares[0]
         tables = self._tables.get(shares)
         if tables is None:
             tables = self._tables[shares] = self._build_tables(*shares)
         self._ab, self._wires, self._recv_wires = tables
+
+    @property
+    def share(self) -> int:
+        """Ranks per interface of this rank's sends across nodes (``cross_at_once``)."""
+        return self._shares[0]
 
     def _build_tables(self, send_share: int, recv_share: int) -> tuple:
         """Per peer: (α, β), and the queue seconds by size (``_wire``) of a send and of a
