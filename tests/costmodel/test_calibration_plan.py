@@ -140,10 +140,11 @@ def test_links_from_charges_this_hosts_compute_times_its_cpu_share(tmp_path):
     the calibration's ``cpu_share``: before, the default modelled device (an H100) charged a
     2-core host's training step 0.18 ms against the 50 ms it took (issue 33)."""
     one = _train_under_links(tmp_path, "one", 1.0)
-    three = _train_under_links(tmp_path, "three", 3.0)
-    assert one["device"] is None and three["device"] is None  # host: no modelled device
-    assert three["compute_s"] > 2.0 * one["compute_s"] > 0, (three["compute_s"],
-                                                              one["compute_s"])
-    h100 = _train_under_links(tmp_path, "h100", 3.0, "--accelerator", "h100")
+    many = _train_under_links(tmp_path, "many", 20.0)  # 20x: the two runs' CPU times may
+    # differ 2-3x on a VM that flips between a fast and a slow state (docs/testing.md)
+    assert one["device"] is None and many["device"] is None  # host: no modelled device
+    assert many["compute_s"] > 4.0 * one["compute_s"] > 0, (many["compute_s"],
+                                                            one["compute_s"])
+    h100 = _train_under_links(tmp_path, "h100", 20.0, "--accelerator", "h100")
     assert h100["device"]["name"] == "h100"  # an explicit device stays, share unused
     assert h100["compute_s"] < one["compute_s"]
