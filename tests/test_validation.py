@@ -218,3 +218,32 @@ def test_one_process_driving_g_gpus_pays_g_launches_a_call(check):
     assert check.predictions(pt)["ring"] == pytest.approx(24e-6)
     alone = check.predictions({**pt, "gpus_per_process": 1})["ring"]
     assert alone == pytest.approx((6.6 + 14 * 0.6) * 1e-6, rel=1e-3)  # NCCL's model alone
+
+
+def test_breakdown_is_the_prediction_protocol_by_protocol(check):
+    """``--breakdown``: each NCCL algorithm's fastest protocol is the prediction scored, on
+    every point (a protocol table that drifts from the scored model fails here)."""
+    for pt in check.load():
+        pred, parts = check.predictions(pt), check.breakdown(pt)
+        for label in check.NCCL_ALGORITHMS:
+            mine = [t for k, t in parts.items() if k.rsplit("/", 1)[0] == label]
+            assert bool(mine) == (label in pred), (pt["id"], label)
+            if mine:
+                assert min(mine) == pytest.approx(pred[label], rel=1e-12), (pt["id"], label)
+    h20 = {pt["id"]: pt for pt in check.load()}["h20x16-default-1048576"]
+    parts = check.breakdown(h20)
+    assert {k.split("/")[1] for k in parts} == {"LL", "LL128", "Simple"}
+    assert len(parts) == 7  # ring and tree x 3 protocols, the switch tree (Simple only)
+
+
+def test_breakdown_command(tmp_path):
+    out = subprocess.run([sys.executable, str(CHECK), "--breakdown", "h20x16-default-1048576"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "measured 121.8us" in lines[0] and len(lines) == 8
+    times = [float(line.split()[1].removesuffix("us")) for line in lines[1:]]
+    assert times == sorted(times)  # fastest first
+    bad = subprocess.run([sys.executable, str(CHECK), "--breakdown", "no-such-point"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown point" in bad.stderr

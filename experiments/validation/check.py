@@ -3,6 +3,7 @@
     python experiments/validation/check.py                 # the ratio table and the score
     python experiments/validation/check.py --json out.json --figure docs/validation.png
     python experiments/validation/check.py --markdown table.md   # the table in the docs
+    python experiments/validation/check.py --breakdown h20x16-default-1048576  # per protocol
 
 Each point is one published nccl-tests (all_reduce_perf) number, with its source URL, the
 line quoted, the configuration and the profile of ``mpicomm.costmodel.profiles`` that
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's 
 from mpicomm.bench.predict import default_variants
 from mpicomm.core.units import fmt_us
 from mpicomm.costmodel.cluster import Cluster
-from mpicomm.costmodel.cluster_predict import cluster_time
+from mpicomm.costmodel.cluster_predict import cluster_time, nccl_protocol_times
 from mpicomm.costmodel.profiles import cluster, launch_floor
 
 POINTS = Path(__file__).with_name("points.json")
@@ -94,6 +95,32 @@ def predictions(pt: dict) -> dict[str, float]:
         if t is not None:
             out[v.label] = max(t, floor)
     return out
+
+
+def breakdown(pt: dict) -> dict[str, float]:
+    """Seconds of each of NCCL's algorithms with each protocol NCCL runs on the point's
+    cluster ("tree/LL128", "hierarchical(nvls)/Simple", ...): the entries ``predictions``
+    takes the fastest of per algorithm, under the same launch floor."""
+    c, p = point_cluster(pt), pt["gpus"]
+    floor = launch_floor(c, pt.get("gpus_per_process", 1))
+    opts = {"ranks_per_node": pt["gpus_per_node"], "in_network": True}  # ring: one per NIC
+    out = {}
+    for label, strategy in (("ring", "ring"), ("tree", "tree"),
+                            ("hierarchical(nvls)", "hierarchical")):
+        for proto, t in nccl_protocol_times(strategy, p, pt["bytes"], c, opts).items():
+            out[f"{label}/{proto}"] = max(t, floor)
+    return out
+
+
+def format_breakdown(pt: dict) -> str:
+    """One line per algorithm and protocol: predicted µs and measured/predicted."""
+    meas = measured_us(pt)
+    lines = [f"# {pt['id']}: {pt['gpus']} GPUs ({pt['nodes']}x{pt['gpus_per_node']}), "
+             f"{_size(pt['bytes'])}, {pt.get('algorithm', 'default')}, profile "
+             f"{pt['profile']}, measured {meas:.1f}us"]
+    for label, t in sorted(breakdown(pt).items(), key=lambda kv: kv[1]):
+        lines.append(f"{label:<26} {t * 1e6:>10.1f}us  ratio {meas / (t * 1e6):.2f}")
+    return "\n".join(lines)
 
 
 def evaluate(points: list[dict]) -> list[dict]:
@@ -222,8 +249,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the rows and the score here")
     ap.add_argument("--figure", default=None, help="write a PNG here (needs matplotlib)")
     ap.add_argument("--markdown", default=None, help="write the docs' markdown table here")
+    ap.add_argument("--breakdown", default=None, metavar="ID",
+                    help="print point ID's prediction per NCCL algorithm and protocol, then exit")
     args = ap.parse_args(argv)
     points = load(Path(args.points))
+    if args.breakdown is not None:
+        by_id = {pt["id"]: pt for pt in points}
+        if args.breakdown not in by_id:
+            print(f"check.py: unknown point {args.breakdown!r}; see the table's first column",
+                  file=sys.stderr)
+            return 2
+        print(format_breakdown(by_id[args.breakdown]))
+        return 0
     rows = evaluate(points)
     s = score(rows)
     ref = score(rows, keep_below_expected=False)

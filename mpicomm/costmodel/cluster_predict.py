@@ -53,7 +53,8 @@ from mpicomm.costmodel.cluster_formulas import (
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.stepwise import PIECE_BYTES, ring_phase_time, ring_stepwise_time
 
-__all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES", "auto_crossover"]
+__all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES", "auto_crossover",
+           "nccl_protocol_times"]
 
 CLUSTER_STRATEGIES = ("ring", "tree", "hierarchical", "ps", "recursive_doubling", "native",
                       "auto")
@@ -95,7 +96,8 @@ def cluster_time(strategy: str, p: int, n: float, cluster: Cluster,
     protocols = nccl.nccl_protocols(cluster)
     if protocols and (strategy in ("ring", "tree") or (strategy == "hierarchical"
                                                        and o.get("in_network"))):
-        return _nccl_time(strategy, p, n, cluster, local, nodes, o, protocols)
+        times = _nccl_times(strategy, p, n, cluster, local, nodes, o, protocols)
+        return min(times.values()) if times else None
     if not cluster.pipelined and strategy in ("ring", "tree", "hierarchical", "ps", "native"):
         scale = _mean_scale(strategy, p, n, cluster, local, nodes, o)
         if strategy == "native":  # MPI's Allreduce, then the whole buffer scaled
@@ -191,9 +193,23 @@ def _mean_scale(strategy: str, p: int, n: float, cluster: Cluster, local: int, n
     return launch + owned * g
 
 
-def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,
-               o: dict, protocols) -> float | None:
-    """Ring, tree or switch tree as NCCL's tuning model runs them: the best protocol.
+def nccl_protocol_times(strategy: str, p: int, n: float, cluster: Cluster,
+                        options: dict | None = None) -> dict[str, float]:
+    """Seconds of NCCL's ring, tree or switch tree (``strategy`` "hierarchical") on a named
+    GPU profile, one entry per protocol NCCL runs there ({} where it has no such algorithm,
+    or the cluster is not a named profile): ``cluster_time`` takes the fastest. Shown per
+    protocol by ``experiments/validation/check.py --breakdown``."""
+    o = options or {}
+    protocols = nccl.nccl_protocols(cluster)
+    if not protocols or p <= 1:
+        return {}
+    local, nodes = layout(p, cluster, o)
+    return _nccl_times(strategy, p, n, cluster, local, nodes, o, protocols)
+
+
+def _nccl_times(strategy: str, p: int, n: float, cluster: Cluster, local: int, nodes: int,
+                o: dict, protocols) -> dict[str, float]:
+    """Ring, tree or switch tree as NCCL's tuning model runs them, per protocol.
 
     Each protocol (LL, LL128, Simple) brings its per-call latency, its latency per hop
     (``_protocol_links``) and the share of the bandwidth it achieves (β divided by it; LL's
@@ -204,15 +220,15 @@ def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, no
     g, c = cluster.gamma_s_per_byte, cluster.nics_per_node
     if strategy == "hierarchical":
         if cluster.in_network is None:
-            return None
+            return {}
         ae, be = cluster.link("inter")
         hop = nccl.NVLSTREE_NET_S + 2 * nccl.net_plugin_latency(cluster)
         switch = (max(nccl.NVLS_SWITCH_S, cluster.in_network.alpha_s), cluster.in_network.beta)
         inter = (max(hop, ae), be) if nodes > 1 else switch
-        return switch_tree_time(n, local, nodes, switch, inter, c, 0.0)
+        return {"Simple": switch_tree_time(n, local, nodes, switch, inter, c, 0.0)}
     ring = strategy == "ring"
     ch = _channels(o.get("channels"), cluster)
-    best = None
+    times = {}
     for pr in protocols:
         intra, inter = _protocol_links(pr, ring, n, nodes, cluster)
         if ring:
@@ -227,8 +243,8 @@ def _nccl_time(strategy: str, p: int, n: float, cluster: Cluster, local: int, no
             bus = 2 * n  # NCCL's tree: busBw = 2·algBw
         if pr.name == "LL":
             t = max(t, bus / nccl.ll_max_busbw(cluster, nodes))
-        best = lat + t if best is None else min(best, lat + t)
-    return best
+        times[pr.name] = lat + t
+    return times
 
 
 def _protocol_links(pr, ring: bool, n: float, nodes: int, cluster: Cluster):
