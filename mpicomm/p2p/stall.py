@@ -227,7 +227,7 @@ class Channel:
         while time.monotonic() < deadline and not MPI.Request.Testall(reqs):
             _answer_all()  # a peer may be asking us at the same moment
             time.sleep(0.01)
-        MPI.Request.Testall(sends)
+        _settle(reqs, sends)
         behind = [r for r in peers if answers[r, 0] < call]
         silent = [r for r in peers if np.isnan(answers[r, 0])]
         if behind:
@@ -246,6 +246,18 @@ class Channel:
         for r in behind:
             text += f"; rank {r} is at call {int(answers[r, 0])}"
         return text
+
+
+def _settle(recvs: list, sends: list) -> None:
+    """End a question's requests before its buffers go: cancel the answers still missing
+    (a silent peer, e.g. starved on a crowded host, answers later) and complete the asks
+    (8 bytes, sent eagerly). Left pending, a late answer was written into the freed array
+    (the likely cause of the MPI error at 256 ranks, docs/workloads.md)."""
+    for r in recvs:
+        if r:  # still active: not yet completed by Testall
+            r.Cancel()
+    MPI.Request.Waitall(recvs)
+    MPI.Request.Waitall(sends)
 
 
 class _State:
