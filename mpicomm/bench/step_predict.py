@@ -190,8 +190,10 @@ def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
             or cfg.flop_rate is not None or cfg.compute_scale != 1 or cfg.straggler
             or cfg.jitter):
         return None
+    rate = cfg.single_rate  # the layers from a measured rate: the device's adds stay
     opts = StepOptions(model=cfg.model, batch_size=cfg.batch_size, bucket_mb=cfg.bucket_mb,
-                       overlap=cfg.overlap, precision=cfg.precision, accelerator=accelerator,
+                       overlap=cfg.overlap, precision=cfg.precision, single_rate=rate,
+                       accelerator=accelerator if rate is None else None,
                        weight_decay=cfg.weight_decay)
     variant = SimpleNamespace(label=strategy, strategy=strategy,
                               options_at=lambda ranks: dict(options))  # as bench.predict.Variant

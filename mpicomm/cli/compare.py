@@ -411,8 +411,11 @@ def _clock_line(cfg) -> str:
                 "compute is THIS HOST's CPU time (--accelerator host), every message is "
                 "charged by the link model: the compute moves with this host's load and speed "
                 "(docs/virtual_clock.md)")
+    what = "compute is charged" if cfg.single_rate is None else (
+        f"each layer's compute is charged from --single-rate {cfg.single_rate:g} samples/s "
+        "(the update inside it) and the reducers' adds")
     return (f"clock: virtual — a modelled cluster ({nodes}; the cluster line above): "
-            f"compute is charged by the modelled {dev['name']} at {dev['precision']} "
+            f"{what} by the modelled {dev['name']} at {dev['precision']} "
             f"(roofline: {dev['flop_rate'] / 1e12:.1f} TFLOP/s, "
             f"{dev['memory_bytes_per_s'] / 1e9:,.0f} GB/s, {dev['launch_s'] * 1e6:.1f} us a "
             "kernel), every message by the link model, so the times are the modelled "

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from mpicomm.core.errors import ConfigError
 from mpicomm.workloads import Workload
 
-__all__ = ["Compute", "Step", "rate_compute", "device_compute", "step_time", "sgd_update",
-           "ITEMSIZE"]
+__all__ = ["Compute", "Step", "rate_compute", "check_single_rate", "device_compute", "step_time",
+           "sgd_update", "ITEMSIZE"]
 
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value takes at each precision
 
@@ -95,11 +95,18 @@ class Step:
         return one_rank.step_s / self.step_s
 
 
-def rate_compute(w: Workload, batch: int, samples_per_s: float) -> Compute:
-    """A measured one-device rate: batch/R seconds shared out by FLOPs (update inside it)."""
+def check_single_rate(samples_per_s: float) -> None:
+    """Raise ``ConfigError`` unless ``samples_per_s`` is a finite number > 0."""
     if not (isinstance(samples_per_s, (int, float)) and 0 < samples_per_s < math.inf):
         raise ConfigError(f"--single-rate must be a number of samples/s > 0, got "
                           f"{samples_per_s!r}")
+
+
+def rate_compute(w: Workload, batch: int, samples_per_s: float) -> Compute:
+    """A measured one-device rate: batch/R seconds shared out by FLOPs (update inside it).
+    ``model --predict --single-rate`` predicts with it and ``train``/``compare --model
+    --single-rate`` charge it (``workloads.model.WorkloadModel``): one model."""
+    check_single_rate(samples_per_s)
     total = batch / samples_per_s
     flops = w.fwd_flops + w.bwd_flops
     return Compute(tuple(total * layer.fwd_flops / flops for layer in w.layers),

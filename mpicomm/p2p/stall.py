@@ -128,6 +128,7 @@ class Channel:
         self._wall_offset = time.time() - time.perf_counter()  # entry times -> wall clock
         self._answer = np.zeros(3, dtype=np.float64)
         self._ask = np.zeros(1, dtype=np.float64)
+        self._asked: list = []  # (payload, sends) of questions whose asks are not yet sent
 
     @property
     def call(self) -> int:
@@ -227,7 +228,10 @@ class Channel:
         while time.monotonic() < deadline and not MPI.Request.Testall(reqs):
             _answer_all()  # a peer may be asking us at the same moment
             time.sleep(0.01)
-        MPI.Request.Testall(sends)
+        _settle(reqs)
+        # the asks in flight and their payload stay referenced until sent (never waited for)
+        self._asked = [(a, s) for a, s in self._asked if not MPI.Request.Testall(s)]
+        self._asked.append((ask, sends))
         behind = [r for r in peers if answers[r, 0] < call]
         silent = [r for r in peers if np.isnan(answers[r, 0])]
         if behind:
@@ -246,6 +250,19 @@ class Channel:
         for r in behind:
             text += f"; rank {r} is at call {int(answers[r, 0])}"
         return text
+
+
+def _settle(recvs: list) -> None:
+    """End a question's receives before their arrays go: cancel the answers still missing (a
+    silent peer, e.g. starved on a crowded host, answers later; a cancelled receive completes
+    at once). Left posted, a late answer was written into the array freed on return (the
+    likely cause of the MPI error at 256 ranks, docs/workloads.md). The asks' sends are kept
+    on the channel until they complete, never waited for: a stopped peer cannot block the
+    watchdog."""
+    for r in recvs:
+        if r:  # still active: not yet completed by Testall
+            r.Cancel()
+    MPI.Request.Waitall(recvs)
 
 
 class _State:

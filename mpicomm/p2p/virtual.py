@@ -49,6 +49,7 @@ See docs/virtual_clock.md.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -74,12 +75,15 @@ __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "i
 
 RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 # waiting (``idle_wait``): tests with a yield between them before the first sleep (a message
-# due in microseconds costs no sleep), the first sleep and its cap (doubling). A wait costs
-# no virtual time, so its wall time only has to leave the cores to the ranks that run
-# (docs/workloads.md, "Hundreds of ranks": the measurements behind these figures)
+# due in microseconds costs no sleep), the first sleep and its cap (doubling), each for a host
+# with a core a rank; ``_crowding`` scales them when the host's ranks outnumber its cores. A
+# wait costs no virtual time, so its wall time only has to leave the cores to the ranks that
+# run (docs/workloads.md, "Hundreds of ranks": the measurements behind these figures)
 POLL_YIELDS = 64
 POLL_FIRST_S = 50e-6
 POLL_MAX_S = 5e-4
+# the launchers' count of this host's ranks (MPICH's Hydra, Open MPI's prterun)
+LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
@@ -94,21 +98,95 @@ def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
     return lambda n: n * beta
 
 
+@functools.cache
+def _crowding() -> float:
+    """Ranks on this host per core it may run on (1 when not crowded or the launcher does not
+    say): the most a waiting rank's sleep cap is multiplied by (``_cap``)."""
+    ranks = next((int(v) for v in map(os.environ.get, LOCAL_SIZE_VARS) if v and v.isdigit()), 1)
+    return max(ranks / _cores(), 1.0)
+
+
+@functools.cache
+def _cores() -> int:
+    return max(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
+               (os.cpu_count() or 1), 1)
+
+
+_loadavg: list[int] = []  # /proc/loadavg, opened once (Linux), read with pread
+
+
+def _runnable() -> int:
+    """Tasks runnable on this host now (``/proc/loadavg``'s 4th field: running/total; 2.6 µs
+    a read), 0 where there is no such file."""
+    if not _loadavg:
+        try:
+            _loadavg.append(os.open("/proc/loadavg", os.O_RDONLY))
+        except OSError:
+            _loadavg.append(-1)
+    if _loadavg[0] < 0:
+        return 0
+    try:
+        return int(os.pread(_loadavg[0], 128, 0).split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _cap(crowd: float) -> float:
+    """A waiting rank's longest sleep now: ``POLL_MAX_S`` × the host's runnable tasks per
+    core, from 1 to ``crowd`` (its ranks per core). When the waiting ranks' wake-ups crowd
+    the cores, the queue of runnable tasks grows and they wake less often; when few run
+    (the ranks wait on each other), they wake every ``POLL_MAX_S`` again and a chain of
+    messages is not held up by sleeps (a fixed cap of ``POLL_MAX_S`` × ``crowd`` left 128
+    ranks on 2 cores idle: 35 wake-ups a second, 0.4 cores busy)."""
+    if crowd <= 1.0:
+        return POLL_MAX_S
+    return POLL_MAX_S * min(max(_runnable() / _cores(), 1.0), crowd)
+
+
 def idle_wait(requests: list, statuses: list | None = None) -> None:
-    """Complete the MPI ``requests`` by ``Testall``, first yielding the core between tests
-    (``POLL_YIELDS``), then with growing sleeps (``POLL_FIRST_S`` to ``POLL_MAX_S``), never a
-    ``Waitall`` that spins: under the virtual clock a wait's wall time is no part of any
-    result, so a rank of an oversubscribed host that waits gives its core away.
-    ``statuses``: filled as ``Testall`` fills them."""
-    test = MPI.Request.Testall
-    for _ in range(POLL_YIELDS):
-        if test(requests, statuses):
+    """Complete the MPI ``requests``, never by a ``Waitall`` that spins: under the virtual
+    clock a wait's wall time is no part of any result, so a rank of an oversubscribed host
+    that waits gives its core away. ``statuses``: filled as ``Testall`` fills them.
+
+    1. Test (``Testsome``); while a test completes a request, test again at once: MPICH's
+       progress takes one incoming message a call (a server's 255 pushes and their stamps
+       took 510 tests: with a sleep between tests, a round of pushes lasted seconds);
+    2. else yield the core between tests (``POLL_YIELDS``, fewer on a crowded host:
+       ``_crowding``), then sleep, from ``POLL_FIRST_S`` doubling to ``POLL_MAX_S``, further
+       up to ``_cap`` when the host's runnable tasks outnumber its cores."""
+    if statuses is not None:  # one request (``_hold``): its status, as Testall fills it
+        _idle_until(lambda: MPI.Request.Testall(requests, statuses) or None)
+        return
+    left = [sum(1 for r in requests if r)]
+
+    def some() -> bool | None:  # True: all done; None: nothing completed by this test
+        done = MPI.Request.Testsome(requests)
+        if done is None:  # every request inactive (completed before)
+            return True
+        left[0] -= len(done)
+        return True if left[0] <= 0 else (False if done else None)
+
+    _idle_until(some)
+
+
+def _idle_until(test: Any) -> None:
+    """Call ``test`` until it returns True: again at once after a False (progress made),
+    after a yield or a sleep after a None (nothing happened; ``idle_wait``)."""
+    crowd = _crowding()
+    yields, pause = max(int(POLL_YIELDS / crowd), 1), 0.0
+    while True:
+        got = test()
+        if got:
             return
-        os.sched_yield()
-    pause = POLL_FIRST_S
-    while not test(requests, statuses):
-        time.sleep(pause)
-        pause = pause * 2 if pause < POLL_MAX_S else POLL_MAX_S
+        if got is False:  # progress: more may be queued behind it
+            yields, pause = max(int(POLL_YIELDS / crowd), 1), 0.0
+        elif yields:
+            yields -= 1
+            os.sched_yield()
+        else:
+            pause = POLL_FIRST_S if not pause else pause * 2 if pause * 2 <= POLL_MAX_S \
+                else min(pause * 2, _cap(crowd))
+            time.sleep(pause)
 
 
 def _idle_call(comm: MPI.Comm, fn: Any, *args: Any) -> None:

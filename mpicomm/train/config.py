@@ -78,6 +78,10 @@ class TrainFields(ReducerFields):
     model: str | None = None            # a real model's tensors and compute instead of the MLP:
                                         # resnet50, vgg16, bert-large, ... (virtual clock;
                                         # docs/workloads.md)
+    single_rate: float | None = None    # --model, virtual clock: a measured one-device rate
+                                        # (samples/s) charges each layer instead of the device
+                                        # model, batch/rate a step shared out by FLOPs, as
+                                        # model --predict --single-rate (docs/workloads.md)
     fold: int | None = field(default=None, metadata={"flag_type": str})  # --model, virtual
                                         # clock: each rank holds 1/F of every gradient tensor,
                                         # charged its full size (auto, the default: the

@@ -396,7 +396,7 @@ def train_steps(cfg: TrainConfig, world: World, job: Job, engine: Engine,
         return _ran(out, 0)
     model, times, losses = job.model, out["times"], out["losses"]
     sgd = SGD(world.xp, model.params, model.grads, job.velocity, engine.buckets, cfg.momentum,
-              cfg.weight_decay)
+              cfg.weight_decay, charged=cfg.single_rate is None)  # a rate holds the update
     base_lr = cfg.lr * (world.workers if cfg.scale_lr else 1)
     window = cfg.trace_window()
     ahead = ForwardUpdates(engine, sgd) if engine.overlap_forward else None

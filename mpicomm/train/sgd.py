@@ -21,8 +21,9 @@ class SGD:
     """
 
     def __init__(self, xp: Any, params: Any, grads: Any, velocity: Any, buckets: list,
-                 mu: float, wd: float) -> None:
+                 mu: float, wd: float, charged: bool = True) -> None:
         self.xp, self.mu, self.wd = xp, mu, wd
+        self.charged = charged  # False: inside a measured rate (--single-rate), free
         self.views = [(params[b.lo : b.hi], grads[b.lo : b.hi], velocity[b.lo : b.hi])
                       for b in buckets]  # made once, reused every step
 
@@ -35,4 +36,5 @@ class SGD:
             v += g
         self.xp.multiply(v, lr, out=g)
         p -= g
-        flops.charge(*sgd_update(p.size, bool(self.wd)))  # the predictor's count (one model)
+        if self.charged:
+            flops.charge(*sgd_update(p.size, bool(self.wd)))  # the predictor's count (one model)

@@ -19,7 +19,10 @@ r's layer-i gradient is (i+1)(r+1)·1e-6, the loss 0) and no data is read.
    power of 2 that keeps the job's parameters, gradients and momenta under
    ``FOLD_BUDGET_BYTES`` — 1 for the MLP and small jobs, 16 for ResNet-50 on 64 ranks;
 4. ``make_model`` and ``no_data``: the worker's model and the placeholder rows its shard
-   hands the loop (one column of zeros, one global batch: the loop's contract kept).
+   hands the loop (one column of zeros, one global batch: the loop's contract kept);
+   ``--single-rate R`` charges its layers batch/R a step shared out by FLOPs
+   (``costmodel.step.rate_compute``, as ``model --predict --single-rate``), and the SGD
+   update nothing (inside the measured rate).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 
 from mpicomm.core import clock
 from mpicomm.core.errors import ConfigError
+from mpicomm.costmodel.step import check_single_rate, rate_compute
 from mpicomm.nn import layer_tensors
 from mpicomm.train.config import TrainConfig
 from mpicomm.train.data import Dataset
@@ -55,6 +59,7 @@ def check_model_flags(cfg: TrainConfig, given: Collection[str] = (), ranks: int 
     ``given``: the flags the command line set, so one typed at its default value counts too
     (a config built in Python has none: its values alone tell). ``ranks``: the job's."""
     _check_fold(cfg)
+    _check_single_rate(cfg)
     if cfg.model is None:
         return
     m = f"--model {cfg.model}"
@@ -96,6 +101,22 @@ def _check_fold(cfg: TrainConfig) -> None:
     if cfg.model is None:
         raise ConfigError(f"--fold {cfg.fold} cannot take effect without --model: the MLP "
                           "learns from every element of its gradient")
+
+
+def _check_single_rate(cfg: TrainConfig) -> None:
+    """``--single-rate R``: a finite rate > 0, under the virtual clock, with ``--model`` (it
+    replaces the device model's charge for the workload's layers)."""
+    rate = cfg.single_rate
+    if rate is None:
+        return
+    check_single_rate(rate)
+    if clock.virtual() is None:
+        raise ConfigError(f"--single-rate {rate:g}: virtual-clock only (the rate is charged "
+                          "to the virtual clock in place of the layers' compute); add --clock "
+                          "virtual")
+    if cfg.model is None:
+        raise ConfigError(f"--single-rate {rate:g} cannot take effect without --model: the "
+                          "MLP's compute is its own matmuls")
 
 
 def _state_bytes(cfg: TrainConfig) -> int:
@@ -151,8 +172,11 @@ def run_num_params(cfg: TrainConfig) -> int:
 def make_model(cfg: TrainConfig, worker_rank: int, xp: Any, fold: int = 1) -> WorkloadModel:
     """The worker's ``WorkloadModel`` (its gradients identify the worker: module docstring),
     each tensor folded ``fold`` times (``run_fold``)."""
-    return WorkloadModel(workload(cfg.model), cfg.batch_size, rank=worker_rank,
-                         dtype=cfg.dtype, xp=xp, fold=fold)
+    w = workload(cfg.model)
+    rate = cfg.single_rate  # the layers' seconds from a measured rate, as the predictor's
+    compute = None if rate is None else rate_compute(w, cfg.batch_size, rate)
+    return WorkloadModel(w, cfg.batch_size, rank=worker_rank, dtype=cfg.dtype, xp=xp,
+                         fold=fold, compute=compute)
 
 
 def full_tensors(cfg: TrainConfig, fold: int) -> list[tuple[int, int, int]] | None:

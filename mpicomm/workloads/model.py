@@ -20,6 +20,9 @@ kernels (``Layer.fwd_kernels``, ``bwd_kernels``), by default
     forward  of layer i: fwd_flops·B FLOPs, 2·out·B + params values, one kernel
     backward of layer i: bwd_flops·B FLOPs, twice those values, two kernels (dX, dW) when it
                          has parameters, one otherwise
+
+or, with ``compute`` (``--single-rate R``: ``costmodel.step.rate_compute``), layer i's
+``compute.fwd_s[i]`` and ``bwd_s[i]`` seconds: batch/R a step shared out by FLOPs.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mpicomm.core import flops
+from mpicomm.core import clock, flops
 from mpicomm.core.unsplit import UnsplitModel
 from mpicomm.workloads.workload import Workload
 
@@ -43,6 +46,14 @@ def _charge(flop_count: float, values: float, kernels: int) -> None:
     flops.charge(flop_count, values, kernels, folded=False)
 
 
+def _charge_s(seconds: float) -> None:
+    """A layer's compute from a measured rate (``--single-rate``): ``seconds`` on the virtual
+    clock, times ``--compute-scale``."""
+    vc = clock.virtual()
+    if vc is not None:
+        vc.charge(vc.scale * seconds)
+
+
 def grad_value(layer: int, rank: int = 0) -> float:
     """The gradient every element of layer ``layer`` gets on ``rank`` (module docstring)."""
     return (layer + 1) * (rank + 1) * 1e-6
@@ -52,9 +63,11 @@ class WorkloadModel(UnsplitModel):
     """``nn.Model`` over a workload's tensors (module docstring); unsplit (``core.unsplit``)."""
 
     def __init__(self, w: Workload, batch: int, *, rank: int = 0, dtype: Any = "float32",
-                 xp: Any = np, fold: int = 1) -> None:
+                 xp: Any = np, fold: int = 1, compute: Any = None) -> None:
         self.workload, self.batch, self.xp, self.rank = w, batch, xp, rank
         self.fold = fold
+        self.compute = compute  # per-layer seconds (costmodel.step.Compute: --single-rate)
+        # or None: each layer's kernels on the device model
         self.tensors = w.flat_tensors(fold)  # --fold F: ⌈n/F⌉ elements a tensor
         self.num_params = self.tensors[-1][2] if self.tensors else 0
         self.spans = self._spans()
@@ -77,6 +90,9 @@ class WorkloadModel(UnsplitModel):
         for i, layer in enumerate(self.workload.layers):
             if before_layer is not None:
                 before_layer(i)
+            if self.compute is not None:
+                _charge_s(self.compute.fwd_s[i])
+                continue
             for kernel in layer.fwd_kernels(self.batch):
                 _charge(*kernel)
         return 0.0
@@ -84,9 +100,11 @@ class WorkloadModel(UnsplitModel):
     def backward(self) -> Iterator[int]:
         """Charge each layer's backward, last first; fill its gradient; yield it."""
         for i in range(len(self.workload.layers) - 1, -1, -1):
-            layer = self.workload.layers[i]
-            for kernel in layer.bwd_kernels(self.batch):
-                _charge(*kernel)
+            if self.compute is not None:
+                _charge_s(self.compute.bwd_s[i])
+            else:
+                for kernel in self.workload.layers[i].bwd_kernels(self.batch):
+                    _charge(*kernel)
             self.grads[self.spans[i]] = grad_value(i, self.rank)
             yield i
 

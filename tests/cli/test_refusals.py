@@ -44,6 +44,14 @@ ROOT = Path(__file__).resolve().parents[2]
     (2, ["--fold", "0"], "--fold must be a positive integer or auto, got 0"),
     (2, ["--fold", "4", "--clock", "wall"], "--fold 4: virtual-clock only"),
     (2, ["--fold", "4", "--clock", "virtual"], "--fold 4 cannot take effect without --model"),
+    # --single-rate (issue 32): not a finite rate > 0, under the wall clock, without --model
+    (2, ["--single-rate", "0", "--model", "mlp", "--clock", "virtual"],
+     "--single-rate must be a number of samples/s > 0, got 0.0"),
+    (2, ["--single-rate", "nan", "--model", "mlp", "--clock", "virtual"],
+     "--single-rate must be a number of samples/s > 0, got nan"),
+    (2, ["--single-rate", "100", "--clock", "wall"], "--single-rate 100: virtual-clock only"),
+    (2, ["--single-rate", "100", "--clock", "virtual"],
+     "--single-rate 100 cannot take effect without --model"),
     # refused by make_reducer, which every rank reaches and which agrees collectively: no
     # MPI_Abort banner (it had one)
     (2, ["--strategy", "native", "--compress", "int8"],

@@ -112,3 +112,41 @@ def test_stall_abort_keeps_the_aborting_ranks_trace(tmp_path):
     rank0 = {e["name"] for e in events if e["ph"] == "X" and e["pid"] == 0}
     assert "forward" in rank0 and any(n.startswith("backward layer") for n in rank0), (
         sorted(rank0), res.tail())
+
+
+LATE = r"""
+import os, signal, subprocess, sys, time
+from mpi4py import MPI
+from mpi_harness import report
+from mpicomm.p2p import stall
+
+comm = MPI.COMM_WORLD
+me = comm.Get_rank()
+ch = stall.attach(comm)
+comm.Barrier()
+if me == 1:  # silent for 4 s (a starved rank on a crowded host), then its watchdog answers
+    subprocess.Popen(["sh", "-c", f"sleep 4; kill -CONT {os.getpid()}"])
+    os.kill(os.getpid(), signal.SIGSTOP)
+    time.sleep(3)  # the watchdog answers the question asked while stopped
+    report(ok=True)
+else:
+    time.sleep(0.5)
+    text = ch.missing()  # rank 1 cannot answer within its wait (2 wake-ups + 0.5 s)
+    deadline, late = time.monotonic() + 30, False
+    while not late and time.monotonic() < deadline:  # the late answer: waiting unreceived
+        late = ch.side.Iprobe(1, stall._TAG_ANSWER)  # (not into a freed array)
+        time.sleep(0.05)
+    report(ok=True, text=text, late=bool(late))
+comm.Barrier()
+"""
+
+
+@pytest.mark.slow  # waits out a 4 s silence
+def test_a_late_answer_is_not_received_into_a_freed_question():
+    """A question's receives that time out are cancelled: left posted, the silent peer's
+    late answer was written into the array freed when ``missing`` returned (the likely
+    cause of the MPI error at 256 ranks, docs/workloads.md)."""
+    res = run_mpi(2, ["-c", LATE], timeout=90, env={"MPICOMM_STALL_WARN_S": "1"}).expect_ok()
+    rec = {r["rank"]: r for r in res.records}
+    assert "did not answer" in rec[0]["text"], rec
+    assert rec[0]["late"], rec
