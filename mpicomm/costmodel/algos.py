@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import math
 
+from mpicomm.costmodel.cluster import interface_share
+
 __all__ = [
     "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
     "double_binary_tree", "tree_depth", "tree_levels", "channel_rings", "tree_chunks",
     "tree_allreduce_time", "tree_cluster_time", "multiring_bytes_sent",
-    "tree_bytes_sent", "tree_messages_sent",
+    "tree_bytes_sent", "tree_messages_sent", "tree_crossings",
 ]
 
 # the tree cuts each half of the buffer into about 4·depth chunks of these bounds (tree_chunk_bytes)
@@ -38,6 +40,9 @@ TREE_CHUNK_BYTES = 1 << 20
 TREE_MIN_CHUNK_BYTES = 1 << 16
 
 Shape = tuple[int, list[int]]  # (parent or -1 at the root, children in reduction order)
+# across node boundaries at once, one direction: (this rank's messages, its node's ranks
+# that send some, its node's messages) — ``cluster.interface_share``'s arguments
+Crossing = tuple[int, int, int]
 
 
 def btree(p: int, rank: int) -> Shape:
@@ -133,6 +138,38 @@ def tree_levels(p: int, rank: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """
     (h0, d0), (h1, d1) = _tree_levels_all(p)
     return (h0[rank], d0[rank]), (h1[rank], d1[rank])
+
+
+def _tree_crossings_all(node_of: list[int]) -> list[tuple[Crossing, Crossing]]:
+    """``tree_crossings`` of every rank (one pass over the trees, then one over the nodes)."""
+    p = len(node_of)
+    across = []  # per rank: (edges to its parents, edges to its children) leaving its node
+    for r in range(p):
+        ups = downs = 0
+        for up, children in double_binary_tree(p, r):
+            ups += up >= 0 and node_of[up] != node_of[r]
+            downs += sum(node_of[ch] != node_of[r] for ch in children)
+        across.append((ups, downs))
+    nodes: dict[int, list[int]] = {}  # node -> [ranks up, messages up, ranks down, messages down]
+    for r, (ups, downs) in enumerate(across):
+        t = nodes.setdefault(node_of[r], [0, 0, 0, 0])
+        t[0], t[1], t[2], t[3] = t[0] + (ups > 0), t[1] + ups, t[2] + (downs > 0), t[3] + downs
+    return [((ups, *nodes[node_of[r]][:2]), (downs, *nodes[node_of[r]][2:]))
+            for r, (ups, downs) in enumerate(across)]
+
+
+def tree_crossings(node_of: list[int], rank: int) -> tuple[Crossing, Crossing]:
+    """Return ``rank``'s tree edges across node boundaries, toward its parents and toward its
+    children, over both trees of ``double_binary_tree``: each (its own edges, the ranks of its
+    node with such an edge, the edges of its node in all).
+
+    In a pipelined step of the reduce phase every rank sends a chunk up each tree and
+    receives one from each child, so the first is what leaves the node through its
+    interfaces at once and the second what arrives; the broadcast phase the other way round.
+    ``node_of``: the node of every rank. The reducer sets them on the virtual clock per phase
+    (``cross_at_once``) and ``tree_cluster_time`` charges them (``cluster.interface_share``).
+    """
+    return _tree_crossings_all(node_of)[rank]
 
 
 def channel_rings(node_of: list[int], channels: int) -> list[list[int]]:
@@ -236,13 +273,18 @@ def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: floa
 
 
 def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float, float],
-                      inter: tuple[float, float], gamma: float, launch: float = 0.0) -> float:
+                      inter: tuple[float, float], gamma: float, launch: float = 0.0,
+                      nics: int | None = None) -> float:
     """Double binary tree, reduce up then broadcast down, pipelined (module docstring).
 
     Per phase (k - 1)·S + Σ_d S_d: S = max over link classes of q_c·(α_c + c·β_c), q_c the
     most messages of class c on one queue of a rank per step (both trees); S_d the same
     over the classes of the tree edges whose child is at depth d (the pipeline fill).
-    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks. Each
+    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks. With
+    ``nics`` interfaces a node (None: one a rank), a queue across nodes takes β_e x
+    ``cluster.interface_share`` of its node's edges across at once (``tree_crossings``:
+    each phase sends from the ranks with an edge across, often one or two a node), as the
+    reducer sets them on the virtual clock. Each
     child's chunk added is one kernel (``launch``, ``core.flops.add``; 0: fused adds): going
     up, a step's adds A = c_max·(c·γ + launch) run while the next step's chunks are on the
     wire (the children sent them a step before), so a step of the reduce phase costs
@@ -255,20 +297,24 @@ def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float,
     k = max(math.ceil(n / 2 / tree_chunk_bytes(n, depth)), 1)
     c = n / (2 * k)
     depths = [d for _, d in _tree_levels_all(p)]
-    queue, kids, at_depth = [0, 0], 0, [set() for _ in range(depth + 1)]
+    crossings = _tree_crossings_all(node_of)
+    inside, across, kids, at_depth = 0, 0.0, 0, [set() for _ in range(depth + 1)]
     for r in range(p):
         shapes = double_binary_tree(p, r)
-        ups, downs = [0, 0], [0, 0]
+        ups = downs = 0  # edges inside the node, to parents and to children
         for t, (up, children) in enumerate(shapes):
             if up >= 0:
                 cls = int(node_of[up] != node_of[r])
-                ups[cls] += 1
+                ups += 1 - cls
                 at_depth[depths[t][r]].add(cls)
-            for ch in children:
-                downs[int(node_of[ch] != node_of[r])] += 1
-        queue = [max(queue[i], ups[i], downs[i]) for i in (0, 1)]
+            downs += sum(node_of[ch] == node_of[r] for ch in children)
+        inside = max(inside, ups, downs)
+        for own, ranks, messages in crossings[r]:  # to its parents, to its children
+            if own:
+                share = interface_share(own, ranks, messages, nics)
+                across = max(across, own * (inter[0] + c * inter[1] * share))
         kids = max(kids, sum(len(ch) for _, ch in shapes))
-    cost = [q * (a + c * b) for q, (a, b) in zip(queue, (intra, inter), strict=True)]
+    cost = [inside * (intra[0] + c * intra[1]), across]
     step = max(cost)
     fills = [max(cost[cls] for cls in classes) for classes in at_depth if classes]
     adds = kids * (c * gamma + launch)  # one step's adds, overlapping its transfers

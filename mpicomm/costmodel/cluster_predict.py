@@ -167,7 +167,8 @@ def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nod
         return a0 + ring_phase_time(local, n, intra, g, launch) \
             + ring_phase_time(nodes, n / local, (inter[0], b_e), g, launch)
     if strategy == "tree":
-        return a0 + tree_cluster_time(p, n, local, intra, shared, g, launch)
+        return a0 + tree_cluster_time(p, n, local, intra, inter, g, launch,  # its own NIC share
+                                      nics=nics if nodes > 1 else None)
     s = int(o.get("servers") or 1)  # each role's queues share the node's NICs by themselves
     return a0 + ps_interfaces_time(p, n, local, intra, inter, g, s, bool(o.get("dedicated")),
                                    nics=nics if nodes > 1 else None, launch=launch)

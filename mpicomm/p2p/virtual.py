@@ -63,7 +63,7 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.calibrate import MeasuredLink, measured_collective_seconds
-from mpicomm.costmodel.cluster import Cluster
+from mpicomm.costmodel.cluster import Cluster, interface_share
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.profiles import build_cluster
 from mpicomm.p2p import stall
@@ -80,13 +80,14 @@ RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it 
 POLL_YIELDS = 64
 POLL_FIRST_S = 50e-6
 POLL_MAX_S = 5e-4
+Crossing = int | tuple[int, int, int]  # ``cross_at_once``: ranks, or (own, ranks, messages)
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
-def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
+def _wire(link: Any, k: float, exchange: bool, cold: bool) -> Any:
     """The seconds an n-byte message holds a queue of a class, as a function of n: k·n·β
-    (k ranks per interface), or a measured link's (``--links-from``) time by size less its
-    latency (``exchange``: sent while its sender also receives; ``cold``: a call whose
+    (k: ``cross_at_once``'s share), or a measured link's (``--links-from``) time by size less
+    its latency (``exchange``: sent while its sender also receives; ``cold``: a call whose
     buffers do not fit in the host's last-level cache; a modelled link: the same n·β)."""
     if isinstance(link, MeasuredLink):
         return lambda n: k * link.queue_seconds(n, exchange, cold)
@@ -221,7 +222,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             raise RuntimeError("VirtualTransport: install the virtual clock first "
                                "(mpicomm.p2p.virtual.install)")
         self.stamps = comm.Dup()  # collective, as the transport's creation
-        self._shares: tuple[int, int] = (0, 0)  # (send, receive) ranks per interface: set
+        self._shares: tuple[float, float] = (0.0, 0.0)  # (send, receive) ranks per interface: set
         # (with their tables) by ``cross_at_once``
         self._tables: dict[tuple[int, int], tuple] = {}
         self.cross_at_once(self.local)
@@ -236,16 +237,18 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
-    def cross_at_once(self, k: int, receiving: int | None = None) -> None:
+    def cross_at_once(self, k: Crossing, receiving: Crossing | None = None) -> None:
         """``k`` ranks of each node send across node boundaries at once, ``receiving`` (default
         ``k``) receive across them at once: they share the node's ``nics_per_node``
-        interfaces, each direction by its own count (β across nodes x ⌈min(k, local)/c⌉ on
-        this rank's send queue, x ⌈min(receiving, local)/c⌉ on its receive queue). A
-        parameter server's pushes leave from all L workers of a node but arrive at its few
-        servers: one count for both directions charged each server's incast L times over."""
+        interfaces, each direction by its own count (β across nodes x
+        ``cluster.interface_share``: ⌈min(k, local)/c⌉ on this rank's send queue, the same of
+        ``receiving`` on its receive queue). A count may also be (own, ranks, messages): this
+        rank's messages, and its node's ranks and messages, across at once (the tree, whose
+        ranks cross with one or two). A parameter server's pushes leave from all L workers of
+        a node but arrive at its few servers: one count for both directions charged each
+        server's incast L times over."""
         recv = k if receiving is None else receiving
-        shares = tuple(max(1, math.ceil(min(x, self.local) / self.cluster.nics_per_node))
-                       for x in (k, recv))
+        shares = tuple(self._interface_share(x) for x in (k, recv))
         if shares == self._shares:  # ps and auto ask before every call: the tables stand
             return
         self._shares = shares
@@ -254,17 +257,25 @@ class VirtualTransport(BlockingByRequests, Transport):
             tables = self._tables[shares] = self._build_tables(*shares)
         self._ab, self._wires, self._recv_wires = tables
 
+    def _interface_share(self, crossing: Crossing) -> float:
+        """β's multiplier across nodes for ``crossing`` (``cross_at_once``)."""
+        if isinstance(crossing, int):
+            ranks = min(crossing, self.local)
+            crossing = (1, ranks, ranks)
+        return interface_share(*crossing, self.cluster.nics_per_node)
+
     @property
-    def share(self) -> int:
-        """Ranks per interface of this rank's sends across nodes (``cross_at_once``)."""
+    def share(self) -> float:
+        """β's multiplier on this rank's sends across nodes (``cross_at_once``): ranks per
+        interface."""
         return self._shares[0]
 
-    def _build_tables(self, send_share: int, recv_share: int) -> tuple:
+    def _build_tables(self, send_share: float, recv_share: float) -> tuple:
         """Per peer: (α, β), and the queue seconds by size (``_wire``) of a send and of a
         receive, each keyed (exchange, cold)."""
         links = (self.cluster.intra, self.cluster.inter)
 
-        def per_peer(share: int, x: bool, c: bool) -> list:
+        def per_peer(share: float, x: bool, c: bool) -> list:
             return [_wire(links[r], share if r else 1, x, c) for r in self.remote]
         ab = [(links[r].alpha_s, (send_share if r else 1) * links[r].beta) for r in self.remote]
         wires = {(x, c): per_peer(send_share, x, c) for x in (False, True) for c in (False, True)}

@@ -66,6 +66,7 @@ from mpicomm.costmodel.algos import (
     double_binary_tree,
     tree_chunk_bytes,
     tree_chunks,
+    tree_crossings,
     tree_depth,
     tree_levels,
 )
@@ -103,6 +104,9 @@ class TreeReducer(Reducer):
         self._trees = double_binary_tree(self.size, self.rank)  # ((parent, children), ...)
         self._depth = tree_depth(self.size)
         self._levels = tree_levels(self.size, self.rank)  # per tree: (height, depth)
+        # the edges that leave this rank's node at once, to parents and to children: the
+        # reduce sends the first and receives the second, the broadcast the other way
+        self._across = tree_crossings(self.p2p.node_of, self.rank)
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module name -> scratch for every child's chunk
 
@@ -160,6 +164,7 @@ class TreeReducer(Reducer):
     def _reduce_up(self, flat, plan: _Plan, scale, on_device: bool) -> None:
         """Steps 1-2: stream the chunks up both trees; the roots scale for op="mean"."""
         p2p, pending = self.p2p, []  # the sends of the previous step
+        p2p.cross_at_once(*self._across)
         for step in range(self._steps(plan, 0)):
             posted, reqs = [], []
             for t, up, children, lo, hi in self._active(plan, step, 0):
@@ -186,6 +191,7 @@ class TreeReducer(Reducer):
     def _broadcast_down(self, flat, plan: _Plan) -> None:
         """Step 3: stream the reduced chunks from each root down its tree."""
         p2p, pending = self.p2p, []
+        p2p.cross_at_once(*self._across[::-1])
         for step in range(self._steps(plan, 1)):
             posted, reqs = [], []
             for t, up, children, lo, hi in self._active(plan, step, 1):

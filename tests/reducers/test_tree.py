@@ -16,9 +16,11 @@ from mpicomm.costmodel.algos import (
     tree_bytes_sent,
     tree_chunk_bytes,
     tree_cluster_time,
+    tree_crossings,
     tree_depth,
     tree_levels,
 )
+from mpicomm.costmodel.cluster import interface_share
 
 # 0 and 1 leave a tree empty; 131101 (prime) moves 4 (float32) or 8 (float64) chunks of
 # 64 KiB per tree
@@ -172,3 +174,60 @@ def test_tree_virtual_run_matches_its_formula_on_one_link(tmp_path):
     assert row["wrong"] == 0
     ratio = row["time_us"] * 1e-6 / tree_allreduce_time(8, 16 << 20, 20e-6, 1e-9, 0.0)
     assert 0.9 <= ratio <= 1.1, ratio
+
+
+def test_tree_crossings_by_hand():
+    """2 nodes x 2 (issue 33's namespaces). Tree 0: 0 -> 2 -> 1, 3; tree 1: 3 -> 1 -> 2, 0.
+    Going up, only rank 1 leaves node 0 (1->2, 1->3) and only rank 2 node 1 (2->0, 2->1):
+    one rank a node with two messages; going down, 0->2 and 1->2 (3->1 and 2->1): two ranks
+    with one each. The clock and the predictor had counted every rank of a node both ways."""
+    node_of = [0, 0, 1, 1]
+    up_one, down_two = (1, 2), (2, 2)  # (ranks, messages) of the node
+    want = [((0, *up_one), (1, *down_two)), ((2, *up_one), (1, *down_two)),
+            ((2, *up_one), (1, *down_two)), ((0, *up_one), (1, *down_two))]
+    assert [tree_crossings(node_of, r) for r in range(4)] == want
+    # 2 x 4: ranks 2 and 3 send up out of node 0 (2->4, 3->7), 0 and 3 receive (4->0, 5->3)
+    node_of = [r // 4 for r in range(8)]
+    assert [tree_crossings(node_of, r)[0][0] for r in range(4)] == [0, 0, 1, 1]
+    assert [tree_crossings(node_of, r)[1][0] for r in range(4)] == [1, 0, 0, 1]
+    assert {tree_crossings(node_of, r)[1][1:] for r in range(8)} == {(2, 2)}
+
+
+def test_interface_share_by_hand():
+    """β's multiplier across nodes: a rank's own messages already follow one another on its
+    queue; the node's messages spread over its interfaces, ⌈messages/nics⌉ each."""
+    assert interface_share(2, 1, 2, 1) == 1  # one rank, two messages: its own queue
+    assert interface_share(1, 2, 2, 1) == 2
+    assert interface_share(1, 4, 4, 1) == 4 and interface_share(1, 4, 4, 2) == 2  # ⌈k/c⌉
+    assert interface_share(2, 2, 3, 1) == 1.5 and interface_share(1, 2, 3, 1) == 3  # all end
+    assert interface_share(2, 3, 4, 2) == 1 and interface_share(1, 3, 4, 2) == 2  # together
+    assert interface_share(1, 3, 4, 3) == 1  # an interface a rank
+    assert interface_share(1, 2, 2, None) == 1 and interface_share(0, 2, 2, 1) == 1
+
+
+def _virtual_tree_us(tmp_path, p: int, local: int, nics: int | None, nbytes: int) -> float:
+    """One tree allreduce of ``nbytes`` under the virtual clock (bench's median call, µs) on
+    p ranks in nodes of ``local``, ``--intra-link 2us,10GB/s --inter-link 20us,1GB/s``."""
+    out = tmp_path / f"tree_{p}_{local}_{nics}.json"
+    res = run_mpi(p, ["-m", "mpicomm", "bench", "--clock", "virtual", "--compute-scale", "1e-6",
+                      "--ranks-per-node", str(local), "--intra-link", "2us,10GB/s",
+                      "--inter-link", "20us,1GB/s", "--strategies", "tree", "-b", str(nbytes),
+                      "-e", str(nbytes), "-n", "2", "-w", "1", "-c", "1", "--rounds", "1",
+                      "--json", str(out),
+                      *([] if nics is None else ["--nics-per-node", str(nics)])], timeout=300)
+    assert res.returncode == 0, res.tail()
+    row = json.loads(out.read_text())["results"][0]
+    assert row["wrong"] == 0
+    return row["time_us"]
+
+
+@pytest.mark.slow
+def test_tree_on_one_nic_a_node_costs_the_nic_bytes(tmp_path):
+    """2 nodes x 4 behind one NIC a node, 16 MiB: each phase sends two tree edges out of a
+    node and two into it (each carrying its tree's n/2), so a node's NIC carries n each way
+    per phase, 2n·β in all. The clock charged every rank of the node as crossing at once
+    (73.1 ms, 2.2x the NIC's 33.6 ms); the predictor likewise (73.5 ms)."""
+    n = 16 << 20
+    measured = _virtual_tree_us(tmp_path, 8, 4, 1, n)
+    nic_us = 2 * n * 1e-9 * 1e6  # --inter-link 20us,1GB/s: β = 1 ns a byte
+    assert 1.0 <= measured / nic_us <= 1.15, (measured, nic_us)  # α and the fill on top
