@@ -1,37 +1,24 @@
-"""Shapes and α-β-γ costs of the multi-channel ring and the double binary tree (pure, no MPI).
+"""Shapes and byte counts of the multi-channel ring and the double binary tree (pure, no MPI).
 
 The reducers ``mpicomm.reducers.multiring`` and ``mpicomm.reducers.tree`` take
-their ring orders and tree shapes from here, so the formulas below count the
-very messages the reducers send (``tests/reducers/test_tree.py`` and
-``test_multiring.py`` hold the byte counts against the transport's).
+their ring orders and tree shapes from here, so the costs count the very messages
+the reducers send (``tests/reducers/test_tree.py`` and ``test_multiring.py`` hold
+the byte counts against the transport's). Their times:
 
-Cost model (docs/tree_and_channels.md): every rank has one network interface per
-link class (intra-node, inter-node) with a send and a receive queue; a message
-of m bytes holds the interfaces it uses α + m·β of its class, messages on one
-queue follow each other, different queues work at the same time. γ is seconds
-per byte to add.
-
-    multiring  (its cost: ``cluster_predict.cluster_time("ring", ...)`` with channels,
-               the one multi-channel ring formula; ``multichannel_ring_time`` pipelined)
-    tree       (k - 1)·(max(S, A) + S) + Σ_{d=1..D} (max(S_d, A) + S_d),  c = n/(2k)
-               bytes per chunk, k chunks per tree, D = depth, S = max over classes
-               of q_c·(α + c·β) of that class, q_c = most messages of class c a rank
-               has on one queue per step, S_d the same over the classes of the edges
-               whose child is at depth d, c_max = most children a rank has over both
-               trees, A = c_max·(c·γ + launch) a reduce step's adds, which run while the
-               next step's chunks are on the wire
+    multiring  ``cluster_predict.cluster_time("ring", ...)`` with channels, the one
+               multi-channel ring formula (``multichannel_ring_time`` pipelined)
+    tree       ``tree_steps.tree_cluster_time``: the clock's step recurrence over
+               these shapes, each phase's NIC share from ``tree_crossings``
 """
 
 from __future__ import annotations
 
 import math
 
-from mpicomm.costmodel.cluster import interface_share
-
 __all__ = [
     "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
     "double_binary_tree", "tree_depth", "tree_levels", "channel_rings", "tree_chunks",
-    "tree_allreduce_time", "tree_cluster_time", "multiring_bytes_sent",
+    "multiring_bytes_sent",
     "tree_bytes_sent", "tree_messages_sent", "tree_crossings",
 ]
 
@@ -41,7 +28,7 @@ TREE_MIN_CHUNK_BYTES = 1 << 16
 
 Shape = tuple[int, list[int]]  # (parent or -1 at the root, children in reduction order)
 # across node boundaries at once, one direction: (this rank's messages, its node's ranks
-# that send some, its node's messages) — ``cluster.interface_share``'s arguments
+# that send some, its node's messages) — ``queues.interface_share``'s arguments
 Crossing = tuple[int, int, int]
 
 
@@ -167,7 +154,7 @@ def tree_crossings(node_of: list[int], rank: int) -> tuple[Crossing, Crossing]:
     receives one from each child, so the first is what leaves the node through its
     interfaces at once and the second what arrives; the broadcast phase the other way round.
     ``node_of``: the node of every rank. The reducer sets them on the virtual clock per phase
-    (``cross_at_once``) and ``tree_cluster_time`` charges them (``cluster.interface_share``).
+    (``cross_at_once``) and ``tree_cluster_time`` charges them (``queues.interface_share``).
     """
     return _tree_crossings_all(node_of)[rank]
 
@@ -264,59 +251,3 @@ def tree_messages_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
     for half, (up, children) in zip(_halves(n_items), double_binary_tree(p, rank), strict=True):
         total += (len(tree_chunks(half, itemsize, step)) - 1) * ((up >= 0) + len(children))
     return total
-
-
-# ----------------------------------------------------------------------- times
-def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """Double binary tree on one link class: ``tree_cluster_time`` with every rank on one node."""
-    return tree_cluster_time(p, n, p, (alpha, beta), (alpha, beta), gamma)
-
-
-def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float, float],
-                      inter: tuple[float, float], gamma: float, launch: float = 0.0,
-                      nics: int | None = None) -> float:
-    """Double binary tree, reduce up then broadcast down, pipelined (module docstring).
-
-    Per phase (k - 1)·S + Σ_d S_d: S = max over link classes of q_c·(α_c + c·β_c), q_c the
-    most messages of class c on one queue of a rank per step (both trees); S_d the same
-    over the classes of the tree edges whose child is at depth d (the pipeline fill).
-    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks. With
-    ``nics`` interfaces a node (None: one a rank), a queue across nodes takes β_e x
-    ``cluster.interface_share`` of its node's edges across at once (``tree_crossings``:
-    each phase sends from the ranks with an edge across, often one or two a node), as the
-    reducer sets them on the virtual clock. Each
-    child's chunk added is one kernel (``launch``, ``core.flops.add``; 0: fused adds): going
-    up, a step's adds A = c_max·(c·γ + launch) run while the next step's chunks are on the
-    wire (the children sent them a step before), so a step of the reduce phase costs
-    max(S, A) (the fill's max(S_d, A)), as the virtual clock charges it.
-    """
-    if p <= 1 or n <= 0:
-        return 0.0
-    node_of = [r // max(ranks_per_node, 1) for r in range(p)]
-    depth = tree_depth(p)
-    k = max(math.ceil(n / 2 / tree_chunk_bytes(n, depth)), 1)
-    c = n / (2 * k)
-    depths = [d for _, d in _tree_levels_all(p)]
-    crossings = _tree_crossings_all(node_of)
-    inside, across, kids, at_depth = 0, 0.0, 0, [set() for _ in range(depth + 1)]
-    for r in range(p):
-        shapes = double_binary_tree(p, r)
-        ups = downs = 0  # edges inside the node, to parents and to children
-        for t, (up, children) in enumerate(shapes):
-            if up >= 0:
-                cls = int(node_of[up] != node_of[r])
-                ups += 1 - cls
-                at_depth[depths[t][r]].add(cls)
-            downs += sum(node_of[ch] == node_of[r] for ch in children)
-        inside = max(inside, ups, downs)
-        for own, ranks, messages in crossings[r]:  # to its parents, to its children
-            if own:
-                share = interface_share(own, ranks, messages, nics)
-                across = max(across, own * (inter[0] + c * inter[1] * share))
-        kids = max(kids, sum(len(ch) for _, ch in shapes))
-    cost = [inside * (intra[0] + c * intra[1]), across]
-    step = max(cost)
-    fills = [max(cost[cls] for cls in classes) for classes in at_depth if classes]
-    adds = kids * (c * gamma + launch)  # one step's adds, overlapping its transfers
-    up = (k - 1) * max(step, adds) + sum(max(f, adds) for f in fills)
-    return up + (k - 1) * step + sum(fills)

@@ -28,7 +28,6 @@ Every ``Link`` of a profile states its source. The named profiles live in
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,7 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import Link
 
 __all__ = ["Link", "Cluster", "LINK_CLASSES", "DEFAULT_INTRA", "DEFAULT_INTER",
-           "DEFAULT_GAMMA_S_PER_BYTE", "interface_share"]
+           "DEFAULT_GAMMA_S_PER_BYTE"]
 
 LINK_CLASSES = ("intra", "inter")
 # a class no flag and no profile sets: shared memory on one host; a 100 Gb/s fabric
@@ -123,21 +122,6 @@ class Cluster:
                 "device": None if self.device is None else getattr(self.device, "name",
                                                                    str(self.device)),
                 "source": self.source}
-
-
-def interface_share(own: int, ranks: int, messages: int, nics: int | None) -> float:
-    """β across nodes is multiplied by this on a rank's queue of one direction, when its node's
-    ``nics`` interfaces (None: one a rank) carry ``messages`` messages of ``ranks`` ranks at
-    once, ``own`` of them this rank's (which already follow one another on its own queue).
-
-    Up to one rank an interface, each rank has its own: 1. More ranks than interfaces spread
-    the node's messages evenly, ⌈messages/nics⌉ on each, and no fewer than a rank's own:
-    max(own, ⌈messages/nics⌉)/own. With one message a rank that is ⌈k/c⌉ for k ranks on c
-    interfaces (every algorithm but the tree, whose ranks send one or two across at once).
-    The virtual clock (``VirtualTransport.cross_at_once``) and the predictor both take it."""
-    if own <= 0 or nics is None or ranks <= nics:
-        return 1.0
-    return max(own, math.ceil(messages / nics)) / own
 
 
 def _fmt(link: Any) -> str:

@@ -63,16 +63,16 @@ from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
 from mpicomm.costmodel.calibrate import MeasuredLink, measured_collective_seconds
-from mpicomm.costmodel.cluster import Cluster, interface_share
+from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.profiles import build_cluster
+from mpicomm.costmodel.queues import book_receive, fair_ends, interface_share
 from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
            "barrier", "max_over", "set_fold", "idle_wait"]
 
-RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 # waiting (``idle_wait``): tests with a yield between them before the first sleep (a message
 # due in microseconds costs no sleep), the first sleep and its cap (doubling). A wait costs
 # no virtual time, so its wall time only has to leave the cores to the ranks that run
@@ -241,7 +241,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         """``k`` ranks of each node send across node boundaries at once, ``receiving`` (default
         ``k``) receive across them at once: they share the node's ``nics_per_node``
         interfaces, each direction by its own count (β across nodes x
-        ``cluster.interface_share``: ⌈min(k, local)/c⌉ on this rank's send queue, the same of
+        ``queues.interface_share``: ⌈min(k, local)/c⌉ on this rank's send queue, the same of
         ``receiving`` on its receive queue). A count may also be (own, ranks, messages): this
         rank's messages, and its node's ranks and messages, across at once (the tree, whose
         ranks cross with one or two). A parameter server's pushes leave from all L workers of
@@ -338,7 +338,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             wires = self._wires[receiving[c], self._cold()]
             free = self._send_free[c]
             starts = [m.t0 if m.t0 > free else free for m in batch]
-            ends = _share(starts, [wires[m.peer](m.nbytes) for m in batch])
+            ends = fair_ends(starts, [wires[m.peer](m.nbytes) for m in batch])
             for m, start, end in zip(batch, starts, ends, strict=True):
                 m.stamp[0], m.stamp[1] = start, end
                 m.done_at = end
@@ -357,7 +357,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         The queue is a list of busy intervals: a message takes the first gap of n·β from
         start + α on, so one that started earlier is not queued behind one the program
         happened to wait for first (two trees' chunks, say). Touching intervals merge; past
-        ``RECV_INTERVALS`` the oldest is forgotten and everything before its end counts as
+        ``queues.RECV_INTERVALS`` the oldest is forgotten and everything before its end counts as
         busy (a forgotten interval is never a gap: dropping it outright let a one-server
         PS's later pushes fill the time its earlier ones had taken, 219 ms instead of 268)."""
         c = 1 if self.remote[source] else 0
@@ -365,27 +365,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         wire = self._recv_wires[exchange, self._cold()][source](nbytes)
         if posted > start and nbytes >= self._rendezvous[c]:  # the bytes wait for the receive
             start, end = posted, end + (posted - start)
-        t = start + alpha
-        floor = self._recv_floor[c]
-        t = floor if floor > t else t
-        busy = self._recv_busy[c]
-        k = len(busy)
-        for i, (b0, b1) in enumerate(busy):  # sorted by start, disjoint
-            if b1 <= t:
-                continue
-            if b0 >= t + wire:
-                k = i
-                break
-            t = b1
-        lo, hi = t, t + wire
-        if k < len(busy) and busy[k][0] <= hi:  # touches the next interval
-            hi = busy.pop(k)[1]
-        if k > 0 and busy[k - 1][1] >= lo:  # touches the previous one
-            k -= 1
-            lo = busy.pop(k)[0]
-        busy.insert(k, (lo, hi))
-        if len(busy) > RECV_INTERVALS:
-            self._recv_floor[c] = busy.pop(0)[1]
+        t, self._recv_floor[c] = book_receive(self._recv_busy[c], self._recv_floor[c],
+                                              start + alpha, wire)
         at = end + alpha
         queued = t + wire
         return at if at > queued else queued
@@ -538,41 +519,6 @@ class VirtualTransport(BlockingByRequests, Transport):
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
-
-
-def _share(starts: list[float], wires: list[float]) -> list[float]:
-    """Each message's end on one interface shared fairly (processor sharing): message i
-    joins at ``starts[i]`` needing ``wires[i]`` seconds of the whole interface, and the k in
-    flight each move at 1/k of its rate, so the one with the least left ends first. Equal
-    messages posted together all end at start + k·wire; one posted after the others have
-    ended runs alone from its own start (never ends before it was posted)."""
-    order = sorted(range(len(starts)), key=starts.__getitem__)
-    ends = [0.0] * len(starts)
-    left: dict[int, float] = {}  # in flight: seconds of the whole interface still to move
-    t, j = starts[order[0]], 0
-    while j < len(order) or left:
-        while j < len(order) and starts[order[j]] <= t:  # 1. the messages posted by now join
-            left[order[j]] = wires[order[j]]
-            j += 1
-        if not left:  # 2. the interface idles until the next post
-            t = starts[order[j]]
-            continue
-        k, least = len(left), min(left.values())
-        done = t + k * least
-        join = starts[order[j]] if j < len(order) else math.inf
-        if join < done:  # 3. one joins before any ends: each has moved (join - t)/k
-            moved = (join - t) / k
-            for i in left:
-                left[i] -= moved
-            t = join
-            continue
-        for i in [i for i, w in left.items() if w == least]:  # 4. the least left end
-            ends[i] = done
-            del left[i]
-        for i in left:
-            left[i] -= least
-        t = done
-    return ends
 
 
 def _rendezvous(spec: Any) -> float:
