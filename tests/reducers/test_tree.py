@@ -102,7 +102,7 @@ def test_tree_time_latency_and_bandwidth_limits():
     # at 64 ranks and small n the tree beats the ring's 2(p-1)α
     assert tree_allreduce_time(64, n, alpha, beta, 0.0) < ring_time(64, n, alpha, beta, 0.0)
     # large n: about 2nβ (the ring's bandwidth), plus the pipeline fill
-    big = 1 << 30
+    big = 1 << 28
     t = tree_allreduce_time(8, big, 0.0, beta, 0.0)
     fill = (tree_depth(8) - 1) * TREE_CHUNK_BYTES / (big / 2)  # chunk steps beyond the k needed
     assert 2 * big * beta <= t <= 2 * big * beta * (1 + fill)
@@ -144,12 +144,12 @@ def test_tree_levels_by_hand():
 
 
 def test_tree_cluster_time_charges_the_busiest_queue_a_step():
-    """8 ranks on 2 nodes of 4, 1 GiB (512 chunks of 1 MiB a tree), intra-node β ~0: a step
+    """8 ranks on 2 nodes of 4, 256 MiB (128 chunks of 1 MiB a tree), intra-node β ~0: a step
     moves one chunk on each queue across nodes (0-4, 2-4 in tree 0; 7-3, 5-3 in tree 1), so
     each phase takes about (n/2)·β_e: n·β_e in all, plus the fill. With one NIC a node two
     edges leave it at once in each phase: 2n·β_e, the NIC's bytes (the old count, every rank
     of a node, charged 4n·β_e)."""
-    n, beta = float(1 << 30), 1e-9
+    n, beta = float(1 << 28), 1e-9
     intra, inter = (0.0, 1e-15), (0.0, beta)
     fill = 1 + 2 * (tree_depth(8) + 1) * TREE_CHUNK_BYTES / (n / 2)
     own = tree_cluster_time(8, n, 4, intra, inter, 0.0)
