@@ -31,11 +31,14 @@ class c (intra- or inter-node, from the node map; α, β of ``Cluster.link(c)``)
 Full duplex: send and receive queues are separate, one pair per link class per
 rank. With ``nics_per_node`` c (by default one per rank), the k ranks of
 a node that cross node boundaries at once share the c interfaces: β across nodes
-is multiplied by ⌈k/c⌉. k is the algorithm's (``Reducer.crossing_ranks``: the
-ring's one boundary rank, K for K channels, every rank for hierarchical, the tree
-and recursive doubling), as in the predictor; ps sets it per phase and direction
-(``cross_at_once(sending, receiving)``): pushes leave from a node's W_j workers and
-arrive at its S_j servers, answers the other way.
+is multiplied by ⌈k/c⌉ (``costmodel.queues.interface_share``). k is the algorithm's
+(``Reducer.crossing_ranks``: the ring's one boundary rank, K for K channels, every rank for
+hierarchical and recursive doubling), as in the predictor; ps sets it per phase and
+direction (``cross_at_once(sending, receiving)``): pushes leave from a node's W_j workers
+and arrive at its S_j servers, answers the other way; the tree per phase as the edges that
+leave and enter the node (``costmodel.algos.tree_crossings``: one or two a rank). The
+queue rules (fair sending, receive-queue gaps, the NIC share) are ``costmodel.queues``'s,
+which the tree's predictor (``costmodel.tree_steps``) runs too.
 
 ``collective(kind, nbytes, remote, comm, fn, *args)`` runs an MPI collective a
 reducer calls directly (native's Allreduce, the leader variant's Reduce/Bcast,
@@ -224,7 +227,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         self.stamps = comm.Dup()  # collective, as the transport's creation
         self._shares: tuple[float, float] = (0.0, 0.0)  # (send, receive) ranks per interface: set
         # (with their tables) by ``cross_at_once``
-        self._tables: dict[tuple[int, int], tuple] = {}
+        self._tables: dict[tuple[float, float], tuple] = {}
         self.cross_at_once(self.local)
         c = self.cluster
         self._cache = _host_cache(comm, c)  # bytes of this host's caches, 0: no model
