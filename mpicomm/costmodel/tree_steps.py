@@ -18,7 +18,8 @@ with T_r the clock of rank r, every step of every rank:
 ``tree_cluster_time`` runs it over all ranks, step by step, and returns the last rank's end:
 the pipeline's pace (the busiest queue's messages a step, α paid once a level, not a step),
 its fill and drain, and the steps where only one tree has a chunk come out as the clock
-charges them. O(p·(k + depth)) for k chunks a tree.
+charges them. O(p·(k + depth)) for k chunks a tree, k at most 4·depth + 4 (then
+extrapolated from the steady state: ``tree_cluster_time``).
 """
 
 from __future__ import annotations
@@ -92,7 +93,6 @@ class _Ranks:
         return last
 
 
-@lru_cache(maxsize=1024)  # a step's buckets and a sweep's sizes ask again: O(p·k) each
 def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float, float],
                       inter: tuple[float, float], gamma: float, launch: float = 0.0,
                       nics: int | None = None) -> float:
@@ -102,14 +102,37 @@ def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float,
     ``intra``/``inter``: (α, β) of each class; ``gamma``, ``launch``: an add's seconds a byte
     and its kernel's launch (``core.flops.add``); ``nics``: interfaces a node (None: one a
     rank), shared by the tree's edges across nodes in each phase (``algos.tree_crossings``).
+
+    Past ``4·depth + 2`` chunks a tree the chunks are all ``TREE_CHUNK_BYTES`` and the
+    pipeline is in its steady state: each more chunk adds the same time. The recurrence then
+    runs at K, K + 1 and K + 2 chunks (the same last chunk) and, where the two differences
+    agree, the time is extrapolated from them (else it runs at the full k): so the sizes of a
+    sweep above that share three runs, cached.
     """
     if p <= 1 or n <= 0:
         return 0.0
-    node_of = [r // max(ranks_per_node, 1) for r in range(p)]
     depth = tree_depth(p)
     chunk = tree_chunk_bytes(n, depth)
     k = max(math.ceil(n / 2 / chunk), 1)
-    sizes = [min(chunk, n / 2 - j * chunk) for j in range(k)]  # each tree's half, in chunks
+    last = n / 2 - (k - 1) * chunk  # each tree's half: k - 1 whole chunks and this one
+    args = (p, max(ranks_per_node, 1), intra, inter, gamma, launch, nics, chunk, last)
+    big = 4 * depth + 2
+    if k <= big + 2:
+        return _recurrence(*args, k)
+    a, b, c = (_recurrence(*args, m) for m in (big, big + 1, big + 2))
+    if abs((c - b) - (b - a)) <= 1e-9 * c:
+        return a + (k - big) * (b - a)
+    return _recurrence(*args, k)
+
+
+@lru_cache(maxsize=256)  # a step's buckets and a sweep's sizes ask again: O(p·(k + depth))
+def _recurrence(p: int, local: int, intra: tuple[float, float], inter: tuple[float, float],
+                gamma: float, launch: float, nics: int | None, chunk: float, last: float,
+                k: int) -> float:
+    """The recurrence (module docstring) over k chunks a tree: k - 1 of ``chunk`` bytes,
+    then ``last``; the last rank's end."""
+    node_of = [r // local for r in range(p)]
+    sizes = [float(chunk)] * (k - 1) + [last]
     shapes = [double_binary_tree(p, r) for r in range(p)]
     levels = _tree_levels_all(p)  # per tree: (heights, depths)
     ranks = _Ranks(p, node_of, (intra, inter), nics)
