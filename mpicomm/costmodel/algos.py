@@ -1,25 +1,14 @@
-"""Shapes and α-β-γ costs of the multi-channel ring and the double binary tree (pure, no MPI).
+"""Shapes and byte counts of the multi-channel ring and the double binary tree (pure, no MPI).
 
 The reducers ``mpicomm.reducers.multiring`` and ``mpicomm.reducers.tree`` take
-their ring orders and tree shapes from here, so the formulas below count the
-very messages the reducers send (``tests/reducers/test_tree.py`` and
-``test_multiring.py`` hold the byte counts against the transport's).
+their ring orders and tree shapes from here, so the costs count the very messages
+the reducers send (``tests/reducers/test_tree.py`` and ``test_multiring.py`` hold
+the byte counts against the transport's). Their times:
 
-Cost model (docs/tree_and_channels.md): every rank has one network interface per
-link class (intra-node, inter-node) with a send and a receive queue; a message
-of m bytes holds the interfaces it uses α + m·β of its class, messages on one
-queue follow each other, different queues work at the same time. γ is seconds
-per byte to add.
-
-    multiring  (its cost: ``cluster_predict.cluster_time("ring", ...)`` with channels,
-               the one multi-channel ring formula; ``multichannel_ring_time`` pipelined)
-    tree       (k - 1)·(max(S, A) + S) + Σ_{d=1..D} (max(S_d, A) + S_d),  c = n/(2k)
-               bytes per chunk, k chunks per tree, D = depth, S = max over classes
-               of q_c·(α + c·β) of that class, q_c = most messages of class c a rank
-               has on one queue per step, S_d the same over the classes of the edges
-               whose child is at depth d, c_max = most children a rank has over both
-               trees, A = c_max·(c·γ + launch) a reduce step's adds, which run while the
-               next step's chunks are on the wire
+    multiring  ``cluster_predict.cluster_time("ring", ...)`` with channels, the one
+               multi-channel ring formula (``multichannel_ring_time`` pipelined)
+    tree       ``tree_steps.tree_cluster_time``: the clock's step recurrence over
+               these shapes, each phase's NIC share from ``tree_crossings``
 """
 
 from __future__ import annotations
@@ -29,8 +18,8 @@ import math
 __all__ = [
     "TREE_CHUNK_BYTES", "TREE_MIN_CHUNK_BYTES", "tree_chunk_bytes", "btree",
     "double_binary_tree", "tree_depth", "tree_levels", "channel_rings", "tree_chunks",
-    "tree_allreduce_time", "tree_cluster_time", "multiring_bytes_sent",
-    "tree_bytes_sent", "tree_messages_sent",
+    "multiring_bytes_sent",
+    "tree_bytes_sent", "tree_messages_sent", "tree_crossings",
 ]
 
 # the tree cuts each half of the buffer into about 4·depth chunks of these bounds (tree_chunk_bytes)
@@ -38,6 +27,9 @@ TREE_CHUNK_BYTES = 1 << 20
 TREE_MIN_CHUNK_BYTES = 1 << 16
 
 Shape = tuple[int, list[int]]  # (parent or -1 at the root, children in reduction order)
+# across node boundaries at once, one direction: (this rank's messages, its node's ranks
+# that send some, its node's messages) — ``queues.interface_share``'s arguments
+Crossing = tuple[int, int, int]
 
 
 def btree(p: int, rank: int) -> Shape:
@@ -135,6 +127,38 @@ def tree_levels(p: int, rank: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return (h0[rank], d0[rank]), (h1[rank], d1[rank])
 
 
+def _tree_crossings_all(node_of: list[int]) -> list[tuple[Crossing, Crossing]]:
+    """``tree_crossings`` of every rank (one pass over the trees, then one over the nodes)."""
+    p = len(node_of)
+    across = []  # per rank: (edges to its parents, edges to its children) leaving its node
+    for r in range(p):
+        ups = downs = 0
+        for up, children in double_binary_tree(p, r):
+            ups += up >= 0 and node_of[up] != node_of[r]
+            downs += sum(node_of[ch] != node_of[r] for ch in children)
+        across.append((ups, downs))
+    nodes: dict[int, list[int]] = {}  # node -> [ranks up, messages up, ranks down, messages down]
+    for r, (ups, downs) in enumerate(across):
+        t = nodes.setdefault(node_of[r], [0, 0, 0, 0])
+        t[0], t[1], t[2], t[3] = t[0] + (ups > 0), t[1] + ups, t[2] + (downs > 0), t[3] + downs
+    return [((ups, *nodes[node_of[r]][:2]), (downs, *nodes[node_of[r]][2:]))
+            for r, (ups, downs) in enumerate(across)]
+
+
+def tree_crossings(node_of: list[int], rank: int) -> tuple[Crossing, Crossing]:
+    """Return ``rank``'s tree edges across node boundaries, toward its parents and toward its
+    children, over both trees of ``double_binary_tree``: each (its own edges, the ranks of its
+    node with such an edge, the edges of its node in all).
+
+    In a pipelined step of the reduce phase every rank sends a chunk up each tree and
+    receives one from each child, so the first is what leaves the node through its
+    interfaces at once and the second what arrives; the broadcast phase the other way round.
+    ``node_of``: the node of every rank. The reducer sets them on the virtual clock per phase
+    (``cross_at_once``) and ``tree_cluster_time`` charges them (``queues.interface_share``).
+    """
+    return _tree_crossings_all(node_of)[rank]
+
+
 def channel_rings(node_of: list[int], channels: int) -> list[list[int]]:
     """Return the ring order (a list of ranks) of each channel.
 
@@ -227,50 +251,3 @@ def tree_messages_sent(n_items: int, itemsize: int, p: int, rank: int) -> int:
     for half, (up, children) in zip(_halves(n_items), double_binary_tree(p, rank), strict=True):
         total += (len(tree_chunks(half, itemsize, step)) - 1) * ((up >= 0) + len(children))
     return total
-
-
-# ----------------------------------------------------------------------- times
-def tree_allreduce_time(p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """Double binary tree on one link class: ``tree_cluster_time`` with every rank on one node."""
-    return tree_cluster_time(p, n, p, (alpha, beta), (alpha, beta), gamma)
-
-
-def tree_cluster_time(p: int, n: float, ranks_per_node: int, intra: tuple[float, float],
-                      inter: tuple[float, float], gamma: float, launch: float = 0.0) -> float:
-    """Double binary tree, reduce up then broadcast down, pipelined (module docstring).
-
-    Per phase (k - 1)·S + Σ_d S_d: S = max over link classes of q_c·(α_c + c·β_c), q_c the
-    most messages of class c on one queue of a rank per step (both trees); S_d the same
-    over the classes of the tree edges whose child is at depth d (the pipeline fill).
-    ``intra``/``inter`` are (α, β); nodes hold ``ranks_per_node`` consecutive ranks. Each
-    child's chunk added is one kernel (``launch``, ``core.flops.add``; 0: fused adds): going
-    up, a step's adds A = c_max·(c·γ + launch) run while the next step's chunks are on the
-    wire (the children sent them a step before), so a step of the reduce phase costs
-    max(S, A) (the fill's max(S_d, A)), as the virtual clock charges it.
-    """
-    if p <= 1 or n <= 0:
-        return 0.0
-    node_of = [r // max(ranks_per_node, 1) for r in range(p)]
-    depth = tree_depth(p)
-    k = max(math.ceil(n / 2 / tree_chunk_bytes(n, depth)), 1)
-    c = n / (2 * k)
-    depths = [d for _, d in _tree_levels_all(p)]
-    queue, kids, at_depth = [0, 0], 0, [set() for _ in range(depth + 1)]
-    for r in range(p):
-        shapes = double_binary_tree(p, r)
-        ups, downs = [0, 0], [0, 0]
-        for t, (up, children) in enumerate(shapes):
-            if up >= 0:
-                cls = int(node_of[up] != node_of[r])
-                ups[cls] += 1
-                at_depth[depths[t][r]].add(cls)
-            for ch in children:
-                downs[int(node_of[ch] != node_of[r])] += 1
-        queue = [max(queue[i], ups[i], downs[i]) for i in (0, 1)]
-        kids = max(kids, sum(len(ch) for _, ch in shapes))
-    cost = [q * (a + c * b) for q, (a, b) in zip(queue, (intra, inter), strict=True)]
-    step = max(cost)
-    fills = [max(cost[cls] for cls in classes) for classes in at_depth if classes]
-    adds = kids * (c * gamma + launch)  # one step's adds, overlapping its transfers
-    up = (k - 1) * max(step, adds) + sum(max(f, adds) for f in fills)
-    return up + (k - 1) * step + sum(fills)

@@ -29,7 +29,7 @@ kernel (``Cluster.launch_s``, as the virtual clock charges ``core.flops.add``): 
 the clock runs it, each rank waiting for its left neighbour only (``stepwise``; with
 channels, a step waits for its slowest link), hierarchical's rings inside and across nodes
 one after the other (``stepwise.ring_phase_time``); mpicomm's tree spans ranks
-(``algos.tree_cluster_time``: a step costs the busiest queue of either link class); a
+(``tree_steps.tree_cluster_time``: the clock's recurrence over both trees' steps); a
 server pushes then pulls, its messages queuing per link class (``ps_interfaces_time``:
 intra-node peers do not queue on the NIC).
 """
@@ -40,7 +40,6 @@ import math
 
 from mpicomm.costmodel import formulas as host
 from mpicomm.costmodel import profiles as nccl
-from mpicomm.costmodel.algos import tree_cluster_time
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.cluster_formulas import (
     hierarchical_pipelined_time,
@@ -52,6 +51,7 @@ from mpicomm.costmodel.cluster_formulas import (
 )
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.stepwise import PIECE_BYTES, ring_phase_time, ring_stepwise_time
+from mpicomm.costmodel.tree_steps import tree_cluster_time
 
 __all__ = ["cluster_time", "layout", "CLUSTER_STRATEGIES", "auto_crossover",
            "nccl_protocol_times"]
@@ -169,7 +169,8 @@ def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nod
         return a0 + ring_phase_time(local, n, intra, g, launch) \
             + ring_phase_time(nodes, n / local, (inter[0], b_e), g, launch)
     if strategy == "tree":
-        return a0 + tree_cluster_time(p, n, local, intra, shared, g, launch)
+        return a0 + tree_cluster_time(p, n, local, intra, inter, g, launch,  # its own NIC share
+                                      nics=nics if nodes > 1 else None)
     s = int(o.get("servers") or 1)  # each role's queues share the node's NICs by themselves
     return a0 + ps_interfaces_time(p, n, local, intra, inter, g, s, bool(o.get("dedicated")),
                                    nics=nics if nodes > 1 else None, launch=launch)

@@ -145,9 +145,10 @@ class Transport:
         c.inter_bytes_sent += inter_sent
         c.inter_bytes_recv += inter_recv
 
-    def cross_at_once(self, k: int, receiving: int | None = None) -> None:
-        """``k`` ranks of a node send and ``receiving`` receive across node boundaries at once
-        (the virtual clock's interface sharing, ``VirtualTransport``); nothing here."""
+    def cross_at_once(self, k: Any, receiving: Any = None) -> None:
+        """``k`` ranks of a node send and ``receiving`` receive across node boundaries at once,
+        each a count or (own, ranks, messages) (the virtual clock's interface sharing,
+        ``VirtualTransport``); nothing here."""
 
     def direct(self) -> MPI.Comm | None:
         """Return ``comm`` for direct calls (see the module docstring): this class only.

@@ -31,11 +31,14 @@ class c (intra- or inter-node, from the node map; α, β of ``Cluster.link(c)``)
 Full duplex: send and receive queues are separate, one pair per link class per
 rank. With ``nics_per_node`` c (by default one per rank), the k ranks of
 a node that cross node boundaries at once share the c interfaces: β across nodes
-is multiplied by ⌈k/c⌉. k is the algorithm's (``Reducer.crossing_ranks``: the
-ring's one boundary rank, K for K channels, every rank for hierarchical, the tree
-and recursive doubling), as in the predictor; ps sets it per phase and direction
-(``cross_at_once(sending, receiving)``): pushes leave from a node's W_j workers and
-arrive at its S_j servers, answers the other way.
+is multiplied by ⌈k/c⌉ (``costmodel.queues.interface_share``). k is the algorithm's
+(``Reducer.crossing_ranks``: the ring's one boundary rank, K for K channels, every rank for
+hierarchical and recursive doubling), as in the predictor; ps sets it per phase and
+direction (``cross_at_once(sending, receiving)``): pushes leave from a node's W_j workers
+and arrive at its S_j servers, answers the other way; the tree per phase as the edges that
+leave and enter the node (``costmodel.algos.tree_crossings``: one or two a rank). The
+queue rules (fair sending, receive-queue gaps, the NIC share) are ``costmodel.queues``'s,
+which the tree's predictor (``costmodel.tree_steps``) runs too.
 
 ``collective(kind, nbytes, remote, comm, fn, *args)`` runs an MPI collective a
 reducer calls directly (native's Allreduce, the leader variant's Reduce/Bcast,
@@ -67,13 +70,13 @@ from mpicomm.costmodel.calibrate import MeasuredLink, measured_collective_second
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.profiles import build_cluster
+from mpicomm.costmodel.queues import book_receive, fair_ends, interface_share
 from mpicomm.p2p import stall
 from mpicomm.p2p.transport import BlockingByRequests, Traffic, Transport
 
 __all__ = ["VirtualTransport", "install", "hold", "release", "default_clock", "install_for",
            "barrier", "max_over", "set_fold", "idle_wait"]
 
-RECV_INTERVALS = 64  # busy intervals a receive queue remembers; before them it counts as busy
 # waiting (``idle_wait``): tests with a yield between them before the first sleep (a message
 # due in microseconds costs no sleep), the first sleep and its cap (doubling), each for a host
 # with a core a rank; ``_crowding`` scales them when the host's ranks outnumber its cores. A
@@ -84,13 +87,14 @@ POLL_FIRST_S = 50e-6
 POLL_MAX_S = 5e-4
 # the launchers' count of this host's ranks (MPICH's Hydra, Open MPI's prterun)
 LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+Crossing = int | tuple[int, int, int]  # ``cross_at_once``: ranks, or (own, ranks, messages)
 RENDEZVOUS_BYTES = 8192  # MPICH's single-copy (CMA) threshold on one host: rendezvous from here
 
 
-def _wire(link: Any, k: int, exchange: bool, cold: bool) -> Any:
+def _wire(link: Any, k: float, exchange: bool, cold: bool) -> Any:
     """The seconds an n-byte message holds a queue of a class, as a function of n: k·n·β
-    (k ranks per interface), or a measured link's (``--links-from``) time by size less its
-    latency (``exchange``: sent while its sender also receives; ``cold``: a call whose
+    (k: ``cross_at_once``'s share), or a measured link's (``--links-from``) time by size less
+    its latency (``exchange``: sent while its sender also receives; ``cold``: a call whose
     buffers do not fit in the host's last-level cache; a modelled link: the same n·β)."""
     if isinstance(link, MeasuredLink):
         return lambda n: k * link.queue_seconds(n, exchange, cold)
@@ -299,9 +303,9 @@ class VirtualTransport(BlockingByRequests, Transport):
             raise RuntimeError("VirtualTransport: install the virtual clock first "
                                "(mpicomm.p2p.virtual.install)")
         self.stamps = comm.Dup()  # collective, as the transport's creation
-        self._shares: tuple[int, int] = (0, 0)  # (send, receive) ranks per interface: set
+        self._shares: tuple[float, float] = (0.0, 0.0)  # (send, receive) ranks per interface: set
         # (with their tables) by ``cross_at_once``
-        self._tables: dict[tuple[int, int], tuple] = {}
+        self._tables: dict[tuple[float, float], tuple] = {}
         self.cross_at_once(self.local)
         c = self.cluster
         self._cache = _host_cache(comm, c)  # bytes of this host's caches, 0: no model
@@ -314,16 +318,18 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._max = np.zeros(1, dtype=np.float64)
         self._held: dict[int, dict[int, list]] = {}  # recv_any: tag -> source -> (depart, copy)
 
-    def cross_at_once(self, k: int, receiving: int | None = None) -> None:
+    def cross_at_once(self, k: Crossing, receiving: Crossing | None = None) -> None:
         """``k`` ranks of each node send across node boundaries at once, ``receiving`` (default
         ``k``) receive across them at once: they share the node's ``nics_per_node``
-        interfaces, each direction by its own count (β across nodes x ⌈min(k, local)/c⌉ on
-        this rank's send queue, x ⌈min(receiving, local)/c⌉ on its receive queue). A
-        parameter server's pushes leave from all L workers of a node but arrive at its few
-        servers: one count for both directions charged each server's incast L times over."""
+        interfaces, each direction by its own count (β across nodes x
+        ``queues.interface_share``: ⌈min(k, local)/c⌉ on this rank's send queue, the same of
+        ``receiving`` on its receive queue). A count may also be (own, ranks, messages): this
+        rank's messages, and its node's ranks and messages, across at once (the tree, whose
+        ranks cross with one or two). A parameter server's pushes leave from all L workers of
+        a node but arrive at its few servers: one count for both directions charged each
+        server's incast L times over."""
         recv = k if receiving is None else receiving
-        shares = tuple(max(1, math.ceil(min(x, self.local) / self.cluster.nics_per_node))
-                       for x in (k, recv))
+        shares = tuple(self._interface_share(x) for x in (k, recv))
         if shares == self._shares:  # ps and auto ask before every call: the tables stand
             return
         self._shares = shares
@@ -332,17 +338,25 @@ class VirtualTransport(BlockingByRequests, Transport):
             tables = self._tables[shares] = self._build_tables(*shares)
         self._ab, self._wires, self._recv_wires = tables
 
+    def _interface_share(self, crossing: Crossing) -> float:
+        """β's multiplier across nodes for ``crossing`` (``cross_at_once``)."""
+        if isinstance(crossing, int):
+            ranks = min(crossing, self.local)
+            crossing = (1, ranks, ranks)
+        return interface_share(*crossing, self.cluster.nics_per_node)
+
     @property
-    def share(self) -> int:
-        """Ranks per interface of this rank's sends across nodes (``cross_at_once``)."""
+    def share(self) -> float:
+        """β's multiplier on this rank's sends across nodes (``cross_at_once``): ranks per
+        interface."""
         return self._shares[0]
 
-    def _build_tables(self, send_share: int, recv_share: int) -> tuple:
+    def _build_tables(self, send_share: float, recv_share: float) -> tuple:
         """Per peer: (α, β), and the queue seconds by size (``_wire``) of a send and of a
         receive, each keyed (exchange, cold)."""
         links = (self.cluster.intra, self.cluster.inter)
 
-        def per_peer(share: int, x: bool, c: bool) -> list:
+        def per_peer(share: float, x: bool, c: bool) -> list:
             return [_wire(links[r], share if r else 1, x, c) for r in self.remote]
         ab = [(links[r].alpha_s, (send_share if r else 1) * links[r].beta) for r in self.remote]
         wires = {(x, c): per_peer(send_share, x, c) for x in (False, True) for c in (False, True)}
@@ -405,7 +419,7 @@ class VirtualTransport(BlockingByRequests, Transport):
             wires = self._wires[receiving[c], self._cold()]
             free = self._send_free[c]
             starts = [m.t0 if m.t0 > free else free for m in batch]
-            ends = _share(starts, [wires[m.peer](m.nbytes) for m in batch])
+            ends = fair_ends(starts, [wires[m.peer](m.nbytes) for m in batch])
             for m, start, end in zip(batch, starts, ends, strict=True):
                 m.stamp[0], m.stamp[1] = start, end
                 m.done_at = end
@@ -424,7 +438,7 @@ class VirtualTransport(BlockingByRequests, Transport):
         The queue is a list of busy intervals: a message takes the first gap of n·β from
         start + α on, so one that started earlier is not queued behind one the program
         happened to wait for first (two trees' chunks, say). Touching intervals merge; past
-        ``RECV_INTERVALS`` the oldest is forgotten and everything before its end counts as
+        ``queues.RECV_INTERVALS`` the oldest is forgotten and everything before its end counts as
         busy (a forgotten interval is never a gap: dropping it outright let a one-server
         PS's later pushes fill the time its earlier ones had taken, 219 ms instead of 268)."""
         c = 1 if self.remote[source] else 0
@@ -432,27 +446,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         wire = self._recv_wires[exchange, self._cold()][source](nbytes)
         if posted > start and nbytes >= self._rendezvous[c]:  # the bytes wait for the receive
             start, end = posted, end + (posted - start)
-        t = start + alpha
-        floor = self._recv_floor[c]
-        t = floor if floor > t else t
-        busy = self._recv_busy[c]
-        k = len(busy)
-        for i, (b0, b1) in enumerate(busy):  # sorted by start, disjoint
-            if b1 <= t:
-                continue
-            if b0 >= t + wire:
-                k = i
-                break
-            t = b1
-        lo, hi = t, t + wire
-        if k < len(busy) and busy[k][0] <= hi:  # touches the next interval
-            hi = busy.pop(k)[1]
-        if k > 0 and busy[k - 1][1] >= lo:  # touches the previous one
-            k -= 1
-            lo = busy.pop(k)[0]
-        busy.insert(k, (lo, hi))
-        if len(busy) > RECV_INTERVALS:
-            self._recv_floor[c] = busy.pop(0)[1]
+        t, self._recv_floor[c] = book_receive(self._recv_busy[c], self._recv_floor[c],
+                                              start + alpha, wire)
         at = end + alpha
         queued = t + wire
         return at if at > queued else queued
@@ -605,41 +600,6 @@ class VirtualTransport(BlockingByRequests, Transport):
             until = float(self._max[0]) + took
         finally:
             clk.leave(until)
-
-
-def _share(starts: list[float], wires: list[float]) -> list[float]:
-    """Each message's end on one interface shared fairly (processor sharing): message i
-    joins at ``starts[i]`` needing ``wires[i]`` seconds of the whole interface, and the k in
-    flight each move at 1/k of its rate, so the one with the least left ends first. Equal
-    messages posted together all end at start + k·wire; one posted after the others have
-    ended runs alone from its own start (never ends before it was posted)."""
-    order = sorted(range(len(starts)), key=starts.__getitem__)
-    ends = [0.0] * len(starts)
-    left: dict[int, float] = {}  # in flight: seconds of the whole interface still to move
-    t, j = starts[order[0]], 0
-    while j < len(order) or left:
-        while j < len(order) and starts[order[j]] <= t:  # 1. the messages posted by now join
-            left[order[j]] = wires[order[j]]
-            j += 1
-        if not left:  # 2. the interface idles until the next post
-            t = starts[order[j]]
-            continue
-        k, least = len(left), min(left.values())
-        done = t + k * least
-        join = starts[order[j]] if j < len(order) else math.inf
-        if join < done:  # 3. one joins before any ends: each has moved (join - t)/k
-            moved = (join - t) / k
-            for i in left:
-                left[i] -= moved
-            t = join
-            continue
-        for i in [i for i, w in left.items() if w == least]:  # 4. the least left end
-            ends[i] = done
-            del left[i]
-        for i in left:
-            left[i] -= least
-        t = done
-    return ends
 
 
 def _rendezvous(spec: Any) -> float:

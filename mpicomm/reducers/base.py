@@ -252,7 +252,8 @@ class Reducer:
     def crossing_ranks(self) -> int:
         """How many of a node's ranks send across node boundaries at once: they share the
         node's interfaces under the virtual clock's ``nics_per_node``. Here every rank
-        (recursive doubling, the tree, native); the ring's one boundary rank overrides it."""
+        (recursive doubling, native); the ring's one boundary rank overrides it, and ps and
+        the tree set their own per phase (``cross_at_once``)."""
         return self.comm.Get_size()
 
     # ---------------------------------------------------------------- public

@@ -28,29 +28,30 @@ half t of the buffer (the first half takes the odd element), cut into about
    step's sends), then send it to the children. Every element is summed once, at
    its root, and copied down: every rank ends bit-identical.
 
-Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes; per link class
-q_c = the most messages of class c on one send or receive queue of a rank per
-step over both trees, q ≤ 2, q = 1 at p = 2; S = max_c q_c·(α_c + c·β_c); S_d the
-same over the classes of the edges whose child is at depth d; c_max = most
-children a rank has over both trees):
+Across nodes (``costmodel.algos.tree_crossings``): the reduce sends each rank's edges to
+its parents that leave its node and receives those to its children, the broadcast the other
+way round; before each phase the rank sets them on its transport (``cross_at_once``), so
+under ``--nics-per-node c`` a queue across nodes takes β_e x
+``costmodel.queues.interface_share`` of its node's edges crossing at once in that phase:
+⌈M/c⌉ of the node's M messages an interface, never fewer than the rank's own. At 2 nodes x 2
+on one NIC a node the reduce sends across from one rank a node (two messages), the broadcast
+from two (one each); counting every rank of a node had charged 2.2x the NIC's bytes.
 
-    T_tree = (k - 1)·(max(S, A) + S) + Σ_{d=1..D} (max(S_d, A) + S_d)
+Cost (D = depth = ⌈lg p⌉, k chunks per tree of c = n/(2k) bytes; a queue (link class and
+direction) of a rank carries q ≤ 2 chunks a step over both trees, each c·β·s, s its NIC
+share in the phase; P = the busiest queue's q·c·β·s; A = a reduce step's adds, one kernel
+a child's chunk (c·γ + launch), which run while the next chunks are on the wire):
 
-with A = c_max·(c·γ + launch) the adds of a reduce step (one kernel a child's chunk), which
-run while the next step's chunks are on the wire; on one link class (S_d = S = q·(α + c·β))
-and adds shorter than a step:
+    T_tree ≈ (k - 1)·(max(P, A) + P) + 2·D·(α + c·β)
 
-    T_tree = (D + k - 1)·2·q·(α + c·β)
-
-so ≈ 4·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α, and for large n
-(k ≫ D) ≈ 2n·β (each rank sends at most 2n bytes, the ring 2(p-1)/p·n),
-plus a pipeline fill of (D-1) chunk steps. It wins where latency dominates —
-small and medium buffers at many ranks; the ring wins for large buffers on few
-ranks. Across nodes few tree edges cross (at 8 ranks on 2 nodes of 4, one
-inter-node message per queue per step), so S is one inter-node message, not two.
-``costmodel.algos.tree_allreduce_time`` (one class) and ``tree_cluster_time``
-(intra and inter) evaluate it from the trees' shapes; ``tree_bytes_sent`` gives
-each rank's bytes exactly.
+A rank's sends wait for its own last ones, not for its parent, so α is paid once a level
+(the fill), not once a step: ≈ 2·⌈lg p⌉·α for small n (k = 1) against the ring's 2(p-1)·α,
+and ≈ 2n·β for large n (k ≫ D: each rank sends at most 2n bytes, the ring 2(p-1)/p·n). It
+wins where latency dominates — small and medium buffers at many ranks; the ring wins for
+large buffers on few ranks. ``costmodel.tree_steps.tree_cluster_time`` (the predictor's
+tree) runs the clock's own recurrence over both trees' steps, the steps where only one
+tree has a chunk and the receive queues included; ``costmodel.algos.tree_bytes_sent``
+gives each rank's bytes exactly.
 
 NCCL builds the trees over nodes with a chain inside each node; here they span
 ranks directly.
@@ -66,6 +67,7 @@ from mpicomm.costmodel.algos import (
     double_binary_tree,
     tree_chunk_bytes,
     tree_chunks,
+    tree_crossings,
     tree_depth,
     tree_levels,
 )
@@ -103,6 +105,9 @@ class TreeReducer(Reducer):
         self._trees = double_binary_tree(self.size, self.rank)  # ((parent, children), ...)
         self._depth = tree_depth(self.size)
         self._levels = tree_levels(self.size, self.rank)  # per tree: (height, depth)
+        # the edges that leave this rank's node at once, to parents and to children: the
+        # reduce sends the first and receives the second, the broadcast the other way
+        self._across = tree_crossings(self.p2p.node_of, self.rank)
         self._plans: dict[tuple, _Plan] = {}
         self._store: dict = {}  # array module name -> scratch for every child's chunk
 
@@ -160,6 +165,7 @@ class TreeReducer(Reducer):
     def _reduce_up(self, flat, plan: _Plan, scale, on_device: bool) -> None:
         """Steps 1-2: stream the chunks up both trees; the roots scale for op="mean"."""
         p2p, pending = self.p2p, []  # the sends of the previous step
+        p2p.cross_at_once(*self._across)
         for step in range(self._steps(plan, 0)):
             posted, reqs = [], []
             for t, up, children, lo, hi in self._active(plan, step, 0):
@@ -186,6 +192,7 @@ class TreeReducer(Reducer):
     def _broadcast_down(self, flat, plan: _Plan) -> None:
         """Step 3: stream the reduced chunks from each root down its tree."""
         p2p, pending = self.p2p, []
+        p2p.cross_at_once(*self._across[::-1])
         for step in range(self._steps(plan, 1)):
             posted, reqs = [], []
             for t, up, children, lo, hi in self._active(plan, step, 1):

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mpicomm.p2p.virtual import RECV_INTERVALS, VirtualTransport, _Msg
+from mpicomm.costmodel.queues import RECV_INTERVALS
+from mpicomm.p2p.virtual import VirtualTransport, _Msg
 
 ALPHA, BETA = 20e-6, 1e-9  # 20us,1GB/s
 PIECE = 1 << 20
