@@ -61,7 +61,7 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
 
     1. ping-pong (one way at a time) -> α and β(m) of each kind of link;
     1b. (the inter-node pair) the link's token bucket (``burst``: a stream after the link
-       idled) and, where it has one, its link-bound sizes' one-way times in sustained
+       idled) and, where it has one, its one-way times from ``FINE[0]`` up in sustained
        traffic (``stream``) in place of the ping-pong's, which the bucket let run ahead
        (``inter_bucket`` in ``extra``, read by the virtual clock's queues);
     2. exchange steps (both ways at once, then an in-place add) -> β_x(m) and γ(m);
@@ -106,7 +106,7 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
         if kind == "inter":
             prog.done()
             prog.begin("inter-node token bucket, sustained one way")
-            one_way, bucket = _bucketed(comm, pair, sizes, one_way, gamma_local)
+            one_way, bucket = _bucketed(comm, pair, sizes, one_way)
         links[kind] = LinkModel.from_pingpong(sizes, one_way, pair, swaps)
         prog.done()
         prog.begin(f"{kind}-node, data out of the caches")
@@ -133,16 +133,16 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
     return params
 
 
-def _bucketed(comm: MPI.Comm, pair: tuple[int, int], sizes: list[int], one_way: list[float],
-              gamma_local: list[float]) -> tuple[list[float], dict]:
+def _bucketed(comm: MPI.Comm, pair: tuple[int, int], sizes: list[int],
+              one_way: list[float]) -> tuple[list[float], dict]:
     """Step 1b of ``measure`` (the inter-node pair): the link's token bucket (``burst``) and,
-    where it has one, the one-way times of the link-bound sizes in sustained traffic
+    where it has one, the one-way times from ``FINE[0]`` up in sustained traffic
     (``stream``, ``sustained``): a ping-pong lets each direction's bucket refill while the
     other answers, so through tbf's 256 KiB bucket it timed 64 KiB at half the shaped rate,
     where a ring's back-to-back steps drain it (issue 33). Returns the one-way table and
     the bucket (``extra.inter_bucket``, with the ping-pong times it replaced)."""
     bucket = burst(comm, *pair)
-    j = link_bound(sizes, one_way, gamma_local)
+    j = next((k for k, m in enumerate(sizes) if m >= FINE[0]), len(sizes))
     if not bucket["bytes"] or j == len(sizes):
         return one_way, bucket
     alpha = LinkModel.split(sizes, one_way)[0]
