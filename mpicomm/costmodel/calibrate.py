@@ -44,10 +44,14 @@ MMAP_MAX = 32 << 20
 # round trip of 64 MiB), or with a barrier per step among 4 ranks at load 30, the calibration
 # took 4.5-6 minutes: there the count follows the first (probe) step's time
 SIZE_BUDGET_S = 0.2
-# past the budget, two timed repetitions this close (max/min - 1) stand for their size; a third
-# is timed otherwise (the median of three, as before): across an 800 Mbit/s link the large
-# sizes' round trips agree to ~1%, and each one more costs 1.4 s at 64 MiB (issue 33)
+# past the budget, two timed repetitions this close (max/min - 1) stand for their size; the
+# median of DISAGREE_TIMED otherwise: across an 800 Mbit/s link the large sizes' round trips
+# agree to ~1%, and each one more costs 1.4 s at 64 MiB, but an exchange (both ranks of a pair
+# sending at once over MPICH's one TCP connection) took 1x or 2x the line time from one
+# repetition to the next (16 MiB: 363, 397, 188, 361, 354 ms), and a median of three could
+# stand for either (hierarchical at 64 MiB: 0.67 against 0.99 of the wall, issue 33)
 SPREAD = 0.05
+DISAGREE_TIMED = 5
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
@@ -60,7 +64,7 @@ STOP, WARM, TIMED = 0, 1, 2  # what the next repetition of a size is (a tells th
 class _Pacer:
     """Rank a's count of one size's repetitions: up to 3 warm-ups, then up to ``_iters``
     timed ones, fewer past ``SIZE_BUDGET_S`` (a quarter of it for the warm-ups): at least 2
-    timed, a third unless those two agree within ``SPREAD``. ``next(last, seconds)`` says
+    timed, ``DISAGREE_TIMED`` (their median) unless those two agree within ``SPREAD``. ``next(last, seconds)`` says
     what the next repetition is (``seconds``: the one just done).
 
     ``expect``: the seconds a repetition of this size should take (the previous size's
@@ -83,7 +87,7 @@ class _Pacer:
             return WARM
         if timed < 2 or (timed < self.iters and spent < SIZE_BUDGET_S):
             return TIMED
-        if timed < 3 and max(self.times) > (1 + SPREAD) * min(self.times):
+        if timed < DISAGREE_TIMED and max(self.times[:2]) > (1 + SPREAD) * min(self.times[:2]):
             return TIMED
         return STOP
 
