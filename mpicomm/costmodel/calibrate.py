@@ -64,8 +64,8 @@ STOP, WARM, TIMED = 0, 1, 2  # what the next repetition of a size is (a tells th
 class _Pacer:
     """Rank a's count of one size's repetitions: up to 3 warm-ups, then up to ``_iters``
     timed ones, fewer past ``SIZE_BUDGET_S`` (a quarter of it for the warm-ups): at least 2
-    timed, ``DISAGREE_TIMED`` (their median) unless those two agree within ``SPREAD``. ``next(last, seconds)`` says
-    what the next repetition is (``seconds``: the one just done).
+    timed, ``DISAGREE_TIMED`` (their median) unless those two agree within ``SPREAD``.
+    ``next(last, seconds)`` says what the next repetition is (``seconds``: the one just done).
 
     ``expect``: the seconds a repetition of this size should take (the previous size's
     scaled by the sizes), when known; past a quarter of the budget the warm-ups are skipped:
@@ -369,18 +369,23 @@ def bucket_fit(m: int, times: np.ndarray) -> tuple[float, float]:
     return max(float(ahead), 0.0), max(float(rate), 1.0)
 
 
-def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1) -> dict:
+def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1, repeats: int = 3) -> dict:
     """The link a -> b's token bucket, measured: ``BURST_COUNT`` messages of ``BURST_MESSAGE``
-    bytes back to back after ``idle`` seconds of quiet (``bucket_fit``); collective, the
-    same dict on every rank: ``bytes`` (0 where fewer than ``BUCKET_MIN_MESSAGES`` ran
-    ahead: no bucket) and ``rate`` (bytes/s), with the probe's figures."""
-    times = _arrivals(comm, a, b, BURST_MESSAGE, BURST_COUNT, idle)
-    fit = np.array(bucket_fit(BURST_MESSAGE, times) if comm.Get_rank() == b else (0.0, 0.0))
+    bytes back to back after ``idle`` seconds of quiet (``bucket_fit``), the median of
+    ``repeats`` (a receiver switched out at load 50 read one as 1,182 KiB at 395 Mbit/s);
+    collective, the same dict on every rank: ``bytes`` (0 where fewer than
+    ``BUCKET_MIN_MESSAGES`` ran ahead: no bucket) and ``rate`` (bytes/s), with the probe's
+    figures."""
+    fits = []
+    for _ in range(repeats):
+        times = _arrivals(comm, a, b, BURST_MESSAGE, BURST_COUNT, idle)
+        fits.append(bucket_fit(BURST_MESSAGE, times) if comm.Get_rank() == b else (0.0, 0.0))
+    fit = np.median(np.array(fits), axis=0)
     comm.Bcast(fit, root=b)
     ahead, rate = float(fit[0]), float(fit[1])
     found = ahead >= BUCKET_MIN_MESSAGES * BURST_MESSAGE
     return {"bytes": ahead if found else 0.0, "rate": rate, "ahead": ahead,
-            "probe": [BURST_MESSAGE, BURST_COUNT, idle]}
+            "probe": [BURST_MESSAGE, BURST_COUNT, idle, repeats]}
 
 
 def stream(comm: MPI.Comm, a: int, b: int, sizes: list[int], bucket: float) -> list[float]:
