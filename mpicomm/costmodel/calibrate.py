@@ -333,6 +333,7 @@ def interfaces(alone: float, together: float, pairs: int) -> int:
 # 256 KiB bucket the namespace harness gives a link (``testing.netns.BURST``); a bucket is
 # reported where at least BUCKET_MIN_MESSAGES of them ran ahead of the sustained rate
 BURST_MESSAGE, BURST_COUNT, BUCKET_MIN_MESSAGES = 1 << 16, 64, 2
+STREAM_BYTES = 1 << 20  # ``stream`` times at least this much of each size past the bucket
 
 
 def _arrivals(comm: MPI.Comm, a: int, b: int, m: int, count: int, idle: float) -> np.ndarray:
@@ -391,15 +392,17 @@ def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1, repeats: int = 3) -
 def stream(comm: MPI.Comm, a: int, b: int, sizes: list[int], bucket: float) -> list[float]:
     """Seconds each m-byte message holds the link a -> b in sustained traffic: messages sent
     back to back, past the ones a full ``bucket`` lets through ahead of the rate (those
-    arrive early), the median gap between the later arrivals (2 gaps); collective, on
-    every rank. A ring's steps send so; a ping-pong idles each direction half the time
-    and, through a token bucket, times a message at half its sustained time (issue 33)."""
+    arrive early), the mean gap between the later arrivals: at least 2 gaps and
+    ``STREAM_BYTES`` (a receiver switched out for a while then reads what queued meanwhile
+    at once: a gap or two alone can read ~0); collective, on every rank. A ring's steps
+    send so; a ping-pong idles each direction half the time and, through a token bucket,
+    times a message at half its sustained time (issue 33)."""
     out = np.zeros(len(sizes))
     for k, m in enumerate(sizes):
-        skip = int(bucket // m)
-        times = _arrivals(comm, a, b, m, skip + 3, 0.0)
+        skip, gaps = int(bucket // m), max(2, -(-STREAM_BYTES // m))
+        times = _arrivals(comm, a, b, m, skip + 1 + gaps, 0.0)
         if comm.Get_rank() == b:
-            out[k] = float(np.median(np.diff(times[skip:])))
+            out[k] = float(times[-1] - times[skip]) / gaps
     comm.Bcast(out, root=b)
     return [float(x) for x in out]
 
