@@ -360,17 +360,17 @@ def _arrivals(comm: MPI.Comm, a: int, b: int, m: int, count: int, idle: float) -
 
 def bucket_fit(m: int, times: np.ndarray) -> tuple[float, float]:
     """(bytes ahead, sustained bytes/s) of a burst's arrivals (``times[i]``: when the first
-    (i + 1)·m bytes had arrived): the line fitted to the second half is the sustained rate,
-    and its value at the first arrival the bytes that ran ahead of it, the link's token
-    bucket (tbf passes a full bucket at line speed, then the rest at the shaped rate; an
-    unshaped link: ~0). The first arrival, not the receiver's start, is the origin: the
-    two ranks leave their barrier up to a millisecond apart (100 KB at 800 Mbit/s; read
-    from the receiver's start, 256 KiB came out as 154 KiB at load 5-10)."""
+    (i + 1)·m bytes had arrived, from the receiver's start): the line fitted to the second
+    half is the sustained rate, and its value at 0 the bytes that ran ahead of it, the
+    link's token bucket (tbf passes a full bucket at line speed, then the rest at the shaped
+    rate; an unshaped link: ~0). A sender that left the barrier δ later reads rate x δ
+    short: tbf's 256 KiB read 154-249 KiB across the namespaces. Read at the first arrival
+    instead, it came out at 597 KiB (the first message's start-up counted as the bucket)."""
     n = len(times)
     cum = m * np.arange(1, n + 1, dtype=np.float64)
     h = n // 2
-    rate, at_zero = np.polyfit(times[h:], cum[h:], 1)
-    return max(float(at_zero + rate * times[0]), 0.0), max(float(rate), 1.0)
+    rate, ahead = np.polyfit(times[h:], cum[h:], 1)
+    return max(float(ahead), 0.0), max(float(rate), 1.0)
 
 
 def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1, repeats: int = 3) -> dict:

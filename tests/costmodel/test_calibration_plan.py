@@ -181,11 +181,8 @@ def _tbf_arrivals(count: int, bucket: float, rate: float, line: float = 1e10) ->
     return t * (1 + 0.01 * np.random.default_rng(3).standard_normal(count))
 
 
-@pytest.mark.parametrize("late", [0.0, 1e-3])
-def test_the_bucket_and_the_rate_are_read_off_a_burst(late):
-    """``late``: the sender left the barrier this long after the receiver started its clock
-    (the bucket read from the receiver's start was short by rate x late: 256 KiB as 154)."""
-    ahead, rate = bucket_fit(BURST_MESSAGE, late + _tbf_arrivals(64, BUCKET, RATE))
+def test_the_bucket_and_the_rate_are_read_off_a_burst():
+    ahead, rate = bucket_fit(BURST_MESSAGE, _tbf_arrivals(64, BUCKET, RATE))
     assert 0.9 * BUCKET < ahead < 1.1 * BUCKET and 0.95 * RATE < rate < 1.05 * RATE
     ahead, rate = bucket_fit(BURST_MESSAGE, _tbf_arrivals(64, 0.0, 1e10))  # unshaped
     assert ahead < 2 * BURST_MESSAGE and rate > 5e9
