@@ -30,7 +30,8 @@ from mpicomm.costmodel.native import SHORT_BYTES
 __all__ = ["pingpong", "exchange", "measure_gamma", "quick_params", "MeasuredLink",
            "host_links", "HOST", "HOST_PARAMS_PATHS", "cache_bytes", "cold_bytes",
            "fresh_seconds", "MMAP_MAX", "measured_collective_seconds", "crossing_seconds",
-           "interfaces", "cpu_share", "cpu_share_measured"]
+           "interfaces", "cpu_share", "cpu_share_measured", "burst", "stream", "TokenBucket",
+           "bucket_fit", "sustained"]
 
 CACHE_BYTES = 32 << 20  # the last-level cache when the host does not say (sysfs)
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): a malloc
@@ -43,10 +44,14 @@ MMAP_MAX = 32 << 20
 # round trip of 64 MiB), or with a barrier per step among 4 ranks at load 30, the calibration
 # took 4.5-6 minutes: there the count follows the first (probe) step's time
 SIZE_BUDGET_S = 0.2
-# past the budget, two timed repetitions this close (max/min - 1) stand for their size; a third
-# is timed otherwise (the median of three, as before): across an 800 Mbit/s link the large
-# sizes' round trips agree to ~1%, and each one more costs 1.4 s at 64 MiB (issue 33)
+# past the budget, two timed repetitions this close (max/min - 1) stand for their size; the
+# median of DISAGREE_TIMED otherwise: across an 800 Mbit/s link the large sizes' round trips
+# agree to ~1%, and each one more costs 1.4 s at 64 MiB, but an exchange (both ranks of a pair
+# sending at once over MPICH's one TCP connection) took 1x or 2x the line time from one
+# repetition to the next (16 MiB: 363, 397, 188, 361, 354 ms), and a median of three could
+# stand for either (hierarchical at 64 MiB: 0.67 against 0.99 of the wall, issue 33)
 SPREAD = 0.05
+DISAGREE_TIMED = 5
 
 
 def _iters(m: int, scale: float = 1.0) -> int:
@@ -59,8 +64,8 @@ STOP, WARM, TIMED = 0, 1, 2  # what the next repetition of a size is (a tells th
 class _Pacer:
     """Rank a's count of one size's repetitions: up to 3 warm-ups, then up to ``_iters``
     timed ones, fewer past ``SIZE_BUDGET_S`` (a quarter of it for the warm-ups): at least 2
-    timed, a third unless those two agree within ``SPREAD``. ``next(last, seconds)`` says
-    what the next repetition is (``seconds``: the one just done).
+    timed, ``DISAGREE_TIMED`` (their median) unless those two agree within ``SPREAD``.
+    ``next(last, seconds)`` says what the next repetition is (``seconds``: the one just done).
 
     ``expect``: the seconds a repetition of this size should take (the previous size's
     scaled by the sizes), when known; past a quarter of the budget the warm-ups are skipped:
@@ -82,7 +87,7 @@ class _Pacer:
             return WARM
         if timed < 2 or (timed < self.iters and spent < SIZE_BUDGET_S):
             return TIMED
-        if timed < 3 and max(self.times) > (1 + SPREAD) * min(self.times):
+        if timed < DISAGREE_TIMED and max(self.times[:2]) > (1 + SPREAD) * min(self.times[:2]):
             return TIMED
         return STOP
 
@@ -324,6 +329,117 @@ def interfaces(alone: float, together: float, pairs: int) -> int:
     return max(1, min(pairs, round(pairs * alone / together)))
 
 
+# the burst probe (``burst``): 64 messages of 64 KiB back to back after the link idled, 4x the
+# 256 KiB bucket the namespace harness gives a link (``testing.netns.BURST``); a bucket is
+# reported where at least BUCKET_MIN_MESSAGES of them ran ahead of the sustained rate
+BURST_MESSAGE, BURST_COUNT, BUCKET_MIN_MESSAGES = 1 << 16, 64, 2
+STREAM_BYTES = 1 << 20  # ``stream`` times at least this much of each size past the bucket
+
+
+def _arrivals(comm: MPI.Comm, a: int, b: int, m: int, count: int, idle: float) -> np.ndarray:
+    """Rank b's arrival times (from its own start) of ``count`` messages of m bytes that a
+    sends back to back once the link has idled ``idle`` seconds; collective, on b only
+    (empty elsewhere). Every rank sleeps, then all line up, then a posts them all at once."""
+    me = comm.Get_rank()
+    buf = np.ones(m if me in (a, b) else 1, dtype=np.uint8)
+    comm.Barrier()
+    time.sleep(idle)
+    comm.Barrier()
+    times = np.zeros(count if me == b else 0)
+    if me == a:
+        MPI.Request.Waitall([comm.Isend(buf, b, 4) for _ in range(count)])
+        comm.Recv(buf[:1], b, 4)
+    elif me == b:
+        t0 = time.perf_counter()
+        for i in range(count):
+            comm.Recv(buf, a, 4)
+            times[i] = time.perf_counter() - t0
+        comm.Send(buf[:1], a, 4)
+    return times
+
+
+def bucket_fit(m: int, times: np.ndarray) -> tuple[float, float]:
+    """(bytes ahead, sustained bytes/s) of a burst's arrivals (``times[i]``: when the first
+    (i + 1)·m bytes had arrived, from the receiver's start): the line fitted to the second
+    half is the sustained rate, and its value at 0 the bytes that ran ahead of it, the
+    link's token bucket (tbf passes a full bucket at line speed, then the rest at the shaped
+    rate; an unshaped link: ~0). A sender that left the barrier δ later reads rate x δ
+    short: tbf's 256 KiB read 154-249 KiB across the namespaces. Read at the first arrival
+    instead, it came out at 597 KiB (the first message's start-up counted as the bucket)."""
+    n = len(times)
+    cum = m * np.arange(1, n + 1, dtype=np.float64)
+    h = n // 2
+    rate, ahead = np.polyfit(times[h:], cum[h:], 1)
+    return max(float(ahead), 0.0), max(float(rate), 1.0)
+
+
+def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1, repeats: int = 3) -> dict:
+    """The link a -> b's token bucket, measured: ``BURST_COUNT`` messages of ``BURST_MESSAGE``
+    bytes back to back after ``idle`` seconds of quiet (``bucket_fit``), the median of
+    ``repeats`` (a receiver switched out at load 50 read one as 1,182 KiB at 395 Mbit/s);
+    collective, the same dict on every rank: ``bytes`` (0 where fewer than
+    ``BUCKET_MIN_MESSAGES`` ran ahead: no bucket) and ``rate`` (bytes/s), with the probe's
+    figures."""
+    fits = []
+    for _ in range(repeats):
+        times = _arrivals(comm, a, b, BURST_MESSAGE, BURST_COUNT, idle)
+        fits.append(bucket_fit(BURST_MESSAGE, times) if comm.Get_rank() == b else (0.0, 0.0))
+    fit = np.median(np.array(fits), axis=0)
+    comm.Bcast(fit, root=b)
+    ahead, rate = float(fit[0]), float(fit[1])
+    found = ahead >= BUCKET_MIN_MESSAGES * BURST_MESSAGE
+    return {"bytes": ahead if found else 0.0, "rate": rate, "ahead": ahead,
+            "probe": [BURST_MESSAGE, BURST_COUNT, idle, repeats]}
+
+
+def stream(comm: MPI.Comm, a: int, b: int, sizes: list[int], bucket: float) -> list[float]:
+    """Seconds each m-byte message holds the link a -> b in sustained traffic: messages sent
+    back to back, past the ones a full ``bucket`` lets through ahead of the rate (those
+    arrive early), the mean gap between the later arrivals: at least 2 gaps and
+    ``STREAM_BYTES`` (a receiver switched out for a while then reads what queued meanwhile
+    at once: a gap or two alone can read ~0); collective, on every rank. A ring's steps
+    send so; a ping-pong idles each direction half the time and, through a token bucket,
+    times a message at half its sustained time (issue 33)."""
+    out = np.zeros(len(sizes))
+    for k, m in enumerate(sizes):
+        skip, gaps = int(bucket // m), max(2, -(-STREAM_BYTES // m))
+        times = _arrivals(comm, a, b, m, skip + 1 + gaps, 0.0)
+        if comm.Get_rank() == b:
+            out[k] = float(times[-1] - times[skip]) / gaps
+    comm.Bcast(out, root=b)
+    return [float(x) for x in out]
+
+
+def sustained(one_way: list[float], alpha: float, held: list[float]) -> list[float]:
+    """The one-way times of back-to-back traffic: each at least the latency plus the time the
+    message holds the link in a stream (``stream``), at least its ping-pong time."""
+    return [max(t, alpha + h) for t, h in zip(one_way, held, strict=True)]
+
+
+class TokenBucket:
+    """A shaped link's token bucket (``burst``: ``nbytes`` refilled at ``rate`` bytes/s), as
+    the virtual clock charges it on one queue: a message takes tokens for up to its bytes
+    and moves those at line speed, saving tokens/rate of its sustained time; the tokens
+    refill only while the queue idles (a message moving at the rate uses them as they come).
+    ``take(start, nbytes)``: the seconds saved by a message starting at ``start``;
+    ``idle_from(end)``: the queue is busy until ``end``."""
+
+    def __init__(self, nbytes: float, rate: float) -> None:
+        self.size, self.rate = float(nbytes), float(rate)
+        self.tokens, self.at = self.size, 0.0
+
+    def take(self, start: float, nbytes: float) -> float:
+        if start > self.at:
+            self.tokens = min(self.size, self.tokens + (start - self.at) * self.rate)
+            self.at = start
+        used = min(self.tokens, float(nbytes))
+        self.tokens -= used
+        return used / self.rate
+
+    def idle_from(self, end: float) -> None:
+        self.at = max(self.at, end)
+
+
 def cpu_share(comm: MPI.Comm) -> float:
     """How many ranks of this job share each core of this machine, at least 1; collective.
 
@@ -431,6 +547,7 @@ class MeasuredLink:
     efficiency = 1.0
     interfaces: int | None = None  # measured sharing (``host_links``), on the inter link
     cpu_share: float | None = None
+    bucket: tuple[float, float] | None = None  # a measured token bucket: (bytes, bytes/s)
 
     @property
     def alpha_s(self) -> float:
@@ -499,7 +616,8 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
     The inter link also carries what ``measure`` found of sharing, when measured (``None``
     otherwise): ``interfaces`` (pairs of ranks the nodes' interfaces carry at full rate: the
     cluster's ``nics_per_node``) and ``cpu_share`` (wall seconds per CPU second of a rank
-    while all compute: the compute the host's CPU time stands for).
+    while all compute: the compute the host's CPU time stands for); and its token bucket
+    (``extra.inter_bucket``, ``burst``: (bytes, bytes/s), None where none was found).
 
     Raises ``ConfigError`` naming the files tried, with the command that writes one."""
     tried = list(HOST_PARAMS_PATHS) if source == HOST else [source]
@@ -518,6 +636,7 @@ def host_links(source: str) -> tuple[MeasuredLink, MeasuredLink]:
                                       fresh=extra.get("fresh_s_per_byte"))
                          for k in ("intra", "inter")]
                 links[1].interfaces, links[1].cpu_share = _sharing(path, extra)
+                links[1].bucket = _bucket(path, extra)
             except ConfigError:
                 raise
             except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -541,6 +660,21 @@ def _sharing(path: str, extra: dict) -> tuple[int | None, float | None]:
         raise ConfigError(f"links_from {path}: extra.cpu_share must be a number from 0 to "
                           f"1000, got {share!r}")
     return nics, None if share is None else max(float(share), 1.0)
+
+
+def _bucket(path: str, extra: dict) -> tuple[float, float] | None:
+    """A calibration's measured token bucket between nodes (``extra.inter_bucket``): (bytes,
+    bytes/s), None where absent or empty; ``ConfigError`` naming a bad one."""
+    bucket = extra.get("inter_bucket")
+    if bucket is None:
+        return None
+    size = bucket.get("bytes") if isinstance(bucket, dict) else None
+    rate = bucket.get("rate") if isinstance(bucket, dict) else None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+               for x in (size, rate)) or size < 0 or rate <= 0:
+        raise ConfigError(f"links_from {path}: extra.inter_bucket must hold bytes >= 0 and "
+                          f"rate > 0, got {bucket!r}")
+    return (float(size), float(rate)) if size > 0 else None
 
 
 # ------------------------------------------- MPI's collectives on measured links

@@ -10,6 +10,7 @@ from mpicomm.core.progress import Progress
 from mpicomm.core.topology import Topology
 from mpicomm.core.units import fmt_bytes
 from mpicomm.costmodel.calibrate import (
+    burst,
     cache_bytes,
     cold_bytes,
     cpu_share,
@@ -20,6 +21,8 @@ from mpicomm.costmodel.calibrate import (
     interfaces,
     measure_gamma,
     pingpong,
+    stream,
+    sustained,
 )
 from mpicomm.costmodel.formulas import LinkModel, ModelParams
 
@@ -57,6 +60,10 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
     """Measure α, β(m) (intra- and inter-node pairs) and γ(m) up to ``max_bytes``; collective.
 
     1. ping-pong (one way at a time) -> α and β(m) of each kind of link;
+    1b. (the inter-node pair) the link's token bucket (``burst``: a stream after the link
+       idled) and, where it has one, its one-way times from ``FINE[0]`` up in sustained
+       traffic (``stream``) in place of the ping-pong's, which the bucket let run ahead
+       (``inter_bucket`` in ``extra``, read by the virtual clock's queues);
     2. exchange steps (both ways at once, then an in-place add) -> β_x(m) and γ(m);
     3. a plain ``np.add`` on every rank -> ``gamma_local``, for reference;
     4. 1. and 2. again with the data out of the caches (``cold``: each message's bytes
@@ -83,7 +90,8 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
     inter_pair = (node0[0], topo.nodes[1][0]) if topo.num_nodes > 1 else None
     pairs = [(kind, pair) for kind, pair in (("intra", intra_pair), ("inter", inter_pair))
              if pair is not None]
-    prog = Progress(3 + 3 * len(pairs), progress or "", enabled=bool(progress)
+    prog = Progress(3 + 3 * len(pairs) + (inter_pair is not None), progress or "",
+                    enabled=bool(progress)
                     and comm.Get_rank() == 0, stream=sys.stderr)
     prog.begin(f"γ: np.add, {len(sizes)} sizes up to {fmt_bytes(sizes[-1])}")
     gamma_local = measure_gamma(comm, sizes)
@@ -95,6 +103,10 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
         prog.done()
         prog.begin(f"{kind}-node ping-pong")
         one_way = pingpong(comm, *pair, sizes)
+        if kind == "inter":
+            prog.done()
+            prog.begin("inter-node token bucket, sustained one way")
+            one_way, bucket = _bucketed(comm, pair, sizes, one_way)
         links[kind] = LinkModel.from_pingpong(sizes, one_way, pair, swaps)
         prog.done()
         prog.begin(f"{kind}-node, data out of the caches")
@@ -110,6 +122,8 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
     params = ModelParams(intra, inter, sizes, gamma, topo.num_nodes, max(topo.node_sizes),
                          gamma_local=gamma_local)
     params.extra["fresh_s_per_byte"] = fresh_seconds(comm)
+    if inter_pair is not None:
+        params.extra["inter_bucket"] = bucket
     prog.done()
     prog.begin("interfaces between nodes, CPU share")
     params.extra.update(_sharing(comm, topo, sizes))
@@ -117,6 +131,24 @@ def measure(comm: MPI.Comm, max_bytes: int, ranks_per_node: int | None = None,
     prog.close()
     topo.free()
     return params
+
+
+def _bucketed(comm: MPI.Comm, pair: tuple[int, int], sizes: list[int],
+              one_way: list[float]) -> tuple[list[float], dict]:
+    """Step 1b of ``measure`` (the inter-node pair): the link's token bucket (``burst``) and,
+    where it has one, the one-way times from ``FINE[0]`` up in sustained traffic
+    (``stream``, ``sustained``): a ping-pong lets each direction's bucket refill while the
+    other answers, so through tbf's 256 KiB bucket it timed 64 KiB at half the shaped rate,
+    where a ring's back-to-back steps drain it (issue 33). Returns the one-way table and
+    the bucket (``extra.inter_bucket``, with the ping-pong times it replaced)."""
+    bucket = burst(comm, *pair)
+    j = next((k for k, m in enumerate(sizes) if m >= FINE[0]), len(sizes))
+    if not bucket["bytes"] or j == len(sizes):
+        return one_way, bucket
+    alpha = LinkModel.split(sizes, one_way)[0]
+    held = stream(comm, *pair, sizes[j:], bucket["bytes"])
+    bucket.update(sizes=sizes[j:], pingpong=one_way[j:], held=held)
+    return one_way[:j] + sustained(one_way[j:], alpha, held), bucket
 
 
 def _cold(comm: MPI.Comm, pair: tuple[int, int], sizes: list[int],

@@ -66,7 +66,7 @@ from mpicomm.core.clock import VirtualClock
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.links import link_from_env
 from mpicomm.core.topology import resolve_ranks_per_node
-from mpicomm.costmodel.calibrate import MeasuredLink, measured_collective_seconds
+from mpicomm.costmodel.calibrate import MeasuredLink, TokenBucket, measured_collective_seconds
 from mpicomm.costmodel.cluster import Cluster
 from mpicomm.costmodel.native import mpi_collective_time
 from mpicomm.costmodel.profiles import build_cluster
@@ -313,6 +313,8 @@ class VirtualTransport(BlockingByRequests, Transport):
         self._send_free = [0.0, 0.0]  # per class: intra, inter
         self._recv_busy: list[list[tuple[float, float]]] = [[], []]  # per class: intervals
         self._recv_floor = [0.0, 0.0]  # per class: the end of the intervals forgotten
+        bucket = getattr(c.inter, "bucket", None)  # a measured link's (``--links-from``)
+        self._buckets = (TokenBucket(*bucket), TokenBucket(*bucket)) if bucket else None
         self._spare: list[np.ndarray] = []
         self._unbooked: list[_Msg] = []  # sends posted since the last other transport call
         self._max = np.zeros(1, dtype=np.float64)
@@ -419,7 +421,13 @@ class VirtualTransport(BlockingByRequests, Transport):
             wires = self._wires[receiving[c], self._cold()]
             free = self._send_free[c]
             starts = [m.t0 if m.t0 > free else free for m in batch]
-            ends = fair_ends(starts, [wires[m.peer](m.nbytes) for m in batch])
+            held = [wires[m.peer](m.nbytes) for m in batch]
+            if c and self._buckets is not None:
+                held = [self._drawn(0, t, w, m.nbytes)
+                        for t, w, m in zip(starts, held, batch, strict=True)]
+            ends = fair_ends(starts, held)
+            if c and self._buckets is not None:
+                self._buckets[0].idle_from(max(ends))
             for m, start, end in zip(batch, starts, ends, strict=True):
                 m.stamp[0], m.stamp[1] = start, end
                 m.done_at = end
@@ -446,11 +454,23 @@ class VirtualTransport(BlockingByRequests, Transport):
         wire = self._recv_wires[exchange, self._cold()][source](nbytes)
         if posted > start and nbytes >= self._rendezvous[c]:  # the bytes wait for the receive
             start, end = posted, end + (posted - start)
-        t, self._recv_floor[c] = book_receive(self._recv_busy[c], self._recv_floor[c],
-                                              start + alpha, wire)
+        t = start + alpha
+        if c and self._buckets is not None:
+            wire = self._drawn(1, t, wire, nbytes)
+        t, self._recv_floor[c] = book_receive(self._recv_busy[c], self._recv_floor[c], t, wire)
         at = end + alpha
         queued = t + wire
+        if c and self._buckets is not None:
+            self._buckets[1].idle_from(queued)
         return at if at > queued else queued
+
+    def _drawn(self, side: int, start: float, wire: float, nbytes: int) -> float:
+        """``wire`` less what the measured token bucket of this rank's send (``side`` 0) or
+        receive (1) queue across nodes saves a message starting at ``start``: the ranks
+        sharing the interface (``share``, as in ``wire``) each send as many bytes, so the
+        interface's bucket goes to ``share`` x ``nbytes`` (``calibrate.TokenBucket``)."""
+        saved = self._buckets[side].take(start, self._shares[side] * nbytes)
+        return wire - saved if wire > saved else 0.0
 
     def _wait_requests(self, requests: list) -> None:
         """The one wait on requests (``Transport``'s), sleeping between polls: ``idle_wait``."""

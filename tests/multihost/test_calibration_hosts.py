@@ -42,6 +42,14 @@ def test_intra_and_inter_links_measured_apart(tmp_path):
     beta = (one_way(inter, 4 * M) - one_way(inter, M)) / (3 * M)
     assert 0.95 * 8 / RATE_BITS <= beta <= 8 / (0.6 * RATE_BITS), (beta, 8 / RATE_BITS)
     assert one_way(intra, M) < one_way(inter, M) / 2, (one_way(intra, M), one_way(inter, M))
+    # the link's token bucket, measured (a burst after the link idled), and below it the
+    # one-way times of sustained traffic: the ping-pong, each direction refilling its bucket
+    # while the other answers, had timed 64 KiB at half the shaped rate (issue 33)
+    bucket = params["extra"]["inter_bucket"]
+    assert 0.5 * BURST_BYTES <= bucket["bytes"] <= 1.5 * BURST_BYTES, bucket
+    assert 0.6 * RATE_BITS / 8 <= bucket["rate"] <= 1.05 * RATE_BITS / 8, bucket
+    k = 1 << 16
+    assert one_way(inter, k) >= 0.8 * k * 8 / RATE_BITS, (one_way(inter, k), bucket)
     extra = params["extra"]
     probe = extra["interfaces_probe"]
     assert extra["interfaces_per_node"] == 1, probe  # one veth per namespace

@@ -27,7 +27,8 @@ def _receiver(senders: int):
                            _recv_wires={(x, c): wires for x in (False, True)
                                         for c in (False, True)},
                            _cold=lambda: False, _rendezvous=[float("inf")] * 2,
-                           _recv_busy=[[], []], _recv_floor=[0.0, 0.0])
+                           _recv_busy=[[], []], _recv_floor=[0.0, 0.0],
+                           _buckets=None)  # no measured token bucket (a modelled link)
 
 
 def _incast_rounds(senders: int, rounds: int) -> tuple[float, list[tuple[float, float]]]:
