@@ -131,9 +131,10 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
                 sys.stderr.write(f"mpicomm: error: {exc}\n")
             sys.stderr.flush()
             raise SystemExit(2) from None
-        if not peers and rank != 0:  # a command without messages: rank 0 says it for all;
-            time.sleep(1.0)  # leave first, and the launcher may end rank 0 before it has said it
-            _exit(2)
+        if not peers and _peers():  # a command without messages: rank 0 says it for all,
+            if rank == 0:  # and every rank leaves through MPI_Finalize, whose PMI barrier keeps
+                sys.stderr.write(f"mpicomm: error: {exc}\n")  # a rank from leaving first
+            _finalize_exit(2)  # (a 1 s head start lost that race under load: exit 9, SIGKILL)
         if rank != 0:
             # rank 0 raised the same error and aborts first; print only if it did not
             time.sleep(1.0)
@@ -153,6 +154,17 @@ def guarded(fn, *args, mpi: bool = True, **kwargs):
         )
         sys.stderr.write(f"mpicomm: rank {rank}: {type(exc).__name__}: {exc} -- aborting job\n")
         _abort(1) if peers else _exit(1)
+
+
+def _finalize_exit(code: int) -> None:
+    """Peers but no messages: flush, ``MPI_Finalize`` (Hydra ends a job with SIGKILL, exit 9,
+    when a rank that initialised MPI leaves without it), exit ``code``; never returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    from mpi4py import MPI
+
+    MPI.Finalize()
+    os._exit(code)
 
 
 def _exit(code: int) -> None:

@@ -256,3 +256,23 @@ def test_a_bad_stall_setting_is_a_config_error_before_the_command(monkeypatch, e
     monkeypatch.delenv(next(iter(env)))
     main._run(module, argparse.Namespace())  # a good environment: the command runs
     assert len(ran) == 1
+
+
+SKEWED_START = """
+import runpy, sys, time
+from mpi4py import MPI  # initialised, as importing mpicomm's MPI layer does
+if MPI.COMM_WORLD.Get_rank() == 0:
+    time.sleep(2.0)  # rank 0 reaches the error 2 s after the others: a loaded host's start skew
+sys.argv = ["mpicomm", "model", "--predict", "--compute-ms", "-1"]
+runpy.run_module("mpicomm", run_name="__main__")
+"""
+
+
+@pytest.mark.slow  # a 2 s head start (the default tier's time budget, docs/testing.md)
+def test_a_late_rank_0_still_says_the_error_of_a_command_without_messages():
+    """Before, the other ranks left 1 s after their error and the launcher ended rank 0 before it
+    printed (no line, or exit 9 in CI under load); now every rank leaves through MPI_Finalize."""
+    res = run_mpi(2, ["-c", SKEWED_START], timeout=60)
+    assert not res.timed_out and res.returncode == 2, res.tail()
+    out = res.stdout + res.stderr
+    assert out.count("mpicomm: error: --compute-ms") == 1 and "MPI_Abort" not in out, out

@@ -30,14 +30,17 @@ if rank == 0:
     while len(os.listdir(flags)) < size - 1:  # every sender's requests to send are queued
         real_sleep(0.01)
     virtual.idle_wait(reqs)
+    n_slept = len(slept)
+    comm.Barrier()  # MPI progress here sends the receives' acks the senders' Waitall needs
     want = np.stack([np.random.default_rng(s).random((k, N), dtype=np.float32)
                      for s in range(1, size)])
-    report(ok=bool(np.array_equal(bufs, want)) and not any(reqs), slept=len(slept))
+    report(ok=bool(np.array_equal(bufs, want)) and not any(reqs), slept=n_slept)
 else:
     msgs = np.random.default_rng(rank).random((k, N), dtype=np.float32)
     sends = [comm.Isend(msgs[i], 0, i) for i in range(k)]
     open(os.path.join(flags, str(rank)), "w").close()
     MPI.Request.Waitall(sends)
+    comm.Barrier()
     report(ok=True)
 """
 
