@@ -116,21 +116,23 @@ def _cores() -> int:
                (os.cpu_count() or 1), 1)
 
 
-_loadavg: list[int] = []  # /proc/loadavg, opened once (Linux), read with pread
+@functools.cache
+def _loadavg() -> int:
+    """``/proc/loadavg`` opened once (Linux; read with pread), -1 where there is none."""
+    try:
+        return os.open("/proc/loadavg", os.O_RDONLY)
+    except OSError:
+        return -1
 
 
 def _runnable() -> int:
     """Tasks runnable on this host now (``/proc/loadavg``'s 4th field: running/total; 2.6 µs
     a read), 0 where there is no such file."""
-    if not _loadavg:
-        try:
-            _loadavg.append(os.open("/proc/loadavg", os.O_RDONLY))
-        except OSError:
-            _loadavg.append(-1)
-    if _loadavg[0] < 0:
+    fd = _loadavg()
+    if fd < 0:
         return 0
     try:
-        return int(os.pread(_loadavg[0], 128, 0).split()[3].split(b"/")[0])
+        return int(os.pread(fd, 128, 0).split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
         return 0
 
