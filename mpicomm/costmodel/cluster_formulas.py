@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 
+from mpicomm.costmodel.queues import interface_share
+
 __all__ = ["ring_latency", "multichannel_ring_time", "tree_time", "tree_inter_factor",
            "hierarchical_pipelined_time", "switch_tree_time",
            "recursive_doubling_cluster_time", "rabenseifner_cluster_time", "ps_interfaces_time"]
@@ -230,7 +232,7 @@ def ps_interfaces_time(p: int, n: float, local: int, intra: tuple[float, float],
         is_wrk[x], wrk_on[x // local] = True, wrk_on[x // local] + 1
 
     def beta_e(on_node: int) -> float:  # the NIC share of a role's queue across nodes
-        return inter[1] * (1 if nics is None else max(1, math.ceil(on_node / nics)))
+        return inter[1] * interface_share(1, on_node, on_node, nics)  # one message a rank
 
     # per rank and role: (peers on its node, peers elsewhere, that role's β across)
     queues = []
