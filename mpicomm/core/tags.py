@@ -36,6 +36,7 @@ MULTIRING = 1000
 TP_RS, TP_AG = 1201, 1202
 # stall detection (p2p/stall.py, on its own side communicator)
 STALL_ASK, STALL_ANSWER = 7001, 7002
+STALL_REPORT, STALL_VERDICT = 7003, 7004  # a stalled rank to the coordinator, and back
 
 TAGS: dict[str, int] = {name: value for name, value in globals().items()
                         if name.isupper() and isinstance(value, int)}

@@ -30,21 +30,32 @@ How:
    peer is known), then the abort. A parameter server's idle wait for any worker
    (``recv_any``) is not watched: its workers' calls are.
 2. One watchdog thread per process wakes every ``min(1 s, warn/4)``. It answers
-   peers' questions on every side communicator (``Iprobe``; a reply is this
-   rank's call counter and whether it is inside a call), and, when the current
-   call has lasted past the warning time, asks every peer and names as "not
-   arrived" the participants whose counter is behind this rank's. A peer's
-   watchdog answers at its next wake-up, so the question waits two wake-up
-   periods plus 0.5 s (``answer_wait_s``); a peer still silent is named as such,
-   never as "none behind". Only participants are asked about: a dedicated
-   parameter server, which makes no calls, is not "not arrived". The main
-   thread blocks in MPI with the GIL released, so the watchdog runs while it waits.
-   It looks at every channel inside a call (``Channel.since``).
+   peers' questions on every side communicator (``Iprobe``; a reply is this rank's
+   ``Channel.state``: call counter, inside or not, seconds inside, seconds since its
+   last progress). A call is stalled when its rank has made **no progress** (no wait of
+   the transport has ended, ``wait_end``) for the warning time: a slow call whose
+   messages keep arriving is not a stall, however long it lasts (at 64 ranks on 2 cores a
+   healthy virtual-clock call lasts minutes).
 3. Asking peers needs ``MPI_THREAD_MULTIPLE`` (mpi4py's default); at a lower
    level the warning says the missing ranks cannot be asked.
+4. Who asks (Horovod's coordinator): a stalled rank does not ask every peer (p − 1
+   stalled ranks would ask p(p − 1) questions: 30% of a 64-rank run's wall time in
+   measurement). It reports to the coordinator, the first participant, which surveys
+   every participant once (``survey``: one question each, answered within two wake-up
+   periods plus 0.5 s, ``answer_wait_s``, else NaN) and sends the table to every rank
+   that reported (``serve_reports``); one survey serves the reports of a wake-up and a
+   question's wait. A coordinator silent for a wake-up, a question's wait and 0.5 s is
+   replaced by the second participant (its deputy), and when both are silent the rank
+   asks every peer itself. Each rank then names, from the table, the participants whose
+   counter is behind its own (``stall_text.describe``): a peer still silent is named as
+   such, never as "none behind"; every rank inside the same call with none moving is a
+   disagreement on what the call is. Only participants are asked about: a dedicated
+   parameter server, which makes no calls, is not "not arrived". The main thread blocks
+   in MPI with the GIL released, so the watchdog runs while it waits. It looks at every
+   channel inside a call (``Channel.since``).
 
-Cost when nothing stalls (docs/ps.md): begin/end per call and one ``Iprobe``
-per channel per second.
+Cost when nothing stalls (docs/ps.md): begin/end per call, one clock read per wait
+(its end) and two ``Iprobe`` per channel per second.
 """
 
 from __future__ import annotations
@@ -60,11 +71,13 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core import clock, tags, trace
+from mpicomm.p2p.stall_text import FIELDS, describe
 
 __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait", "wait_begin",
            "wait_end", "watch", "LOG_CAP"]
 
 _TAG_ASK, _TAG_ANSWER = tags.STALL_ASK, tags.STALL_ANSWER
+_TAG_REPORT, _TAG_VERDICT = tags.STALL_REPORT, tags.STALL_VERDICT
 LOG_CAP = 1 << 18  # per-call log entries kept (the newest); a long benchmark loop stays bounded
 
 
@@ -126,9 +139,13 @@ class Channel:
         self.waited: list[float] = []       # seconds inside each call
         self._wall_t: float | None = None   # wall entry of the current call (virtual clock)
         self._wall_offset = time.time() - time.perf_counter()  # entry times -> wall clock
-        self._answer = np.zeros(3, dtype=np.float64)
+        self._answer = np.zeros(len(FIELDS), dtype=np.float64)
         self._ask = np.zeros(1, dtype=np.float64)
-        self._asked: list = []  # (payload, sends) of questions whose asks are not yet sent
+        self._asked: list = []  # (payload, sends) of messages not yet sent (never waited for)
+        self._reports: list[tuple[int, float]] = []  # (rank, its call): to answer (coordinator)
+        self._table: np.ndarray | None = None  # the last survey, and when (time.perf_counter)
+        self._table_t = 0.0
+        self.answered = 0  # questions this rank's watchdog answered on this channel
 
     @property
     def call(self) -> int:
@@ -199,57 +216,128 @@ class Channel:
             side.Free()
 
     # ---------------------------------------------------- watchdog side
+    def state(self) -> tuple[float, float, float, float]:
+        """This rank's survey row (``stall_text.FIELDS``): call, inside, seconds inside, seconds
+        inside since its last progress (a finished wait of the transport)."""
+        t = self.since()
+        if t is None:
+            return float(self.call), 0.0, 0.0, 0.0
+        now = time.perf_counter()
+        return float(self.call), 1.0, now - t, now - max(t, _state.progress_t)
+
     def answer_questions(self) -> None:
+        """Answer the peers' questions with ``state``; note stalled ranks' reports (4.)."""
         side = self.side
         if side is None:
             return
         st = MPI.Status()
         while side.Iprobe(MPI.ANY_SOURCE, _TAG_ASK, st):
             side.Recv(self._ask, st.Get_source(), _TAG_ASK)
-            t = self.since()
-            inside = 0.0 if t is None else time.perf_counter() - t
-            self._answer[:] = (self.call, t is not None, inside)
+            self._answer[:] = self.state()
             side.Send(self._answer, st.Get_source(), _TAG_ANSWER)
+            self.answered += 1
+        while side.Iprobe(MPI.ANY_SOURCE, _TAG_REPORT, st):
+            side.Recv(self._ask, st.Get_source(), _TAG_REPORT)
+            self._reports.append((st.Get_source(), float(self._ask[0])))
 
-    def missing(self) -> str:
-        """Return the ranks that have not arrived at this rank's current call, in words."""
+    def missing(self, call: int | None = None) -> str:
+        """Return the ranks that have not arrived at this rank's current call, in words: from
+        the survey of the coordinator or, when it is silent, its deputy (4.); from this
+        rank's own survey when both are. ``call``: the call asked about (default the
+        current one)."""
         if self.side is None:
             if self.size == 1:
                 return "none (one rank)"
             return "unknown (MPI thread level below multiple: peers cannot be asked)"
-        side, me, call = self.side, self.rank, self.call
-        peers = [r for r in self.participants if r != me]
-        answers = np.full((self.size, 3), np.nan)
-        ask = np.array([call], dtype=np.float64)
-        reqs = [side.Irecv(answers[r], r, _TAG_ANSWER) for r in peers]
-        sends = [side.Isend(ask, r, _TAG_ASK) for r in peers]
+        call = self.call if call is None else call
         wait = answer_wait_s(_state.warn_s, _state.abort_s)
+        table, silent = None, []
+        for c in self.participants[:2]:  # the coordinator, then its deputy
+            if c == self.rank:
+                table = self._recent_table()
+                table = self.survey(wait) if table is None else table
+                break
+            table = self._ask_coordinator(c, call, wait)
+            if table is not None:
+                break
+            silent.append(c)
+        if table is None:
+            table = self.survey(wait)
+        peers = [r for r in self.participants if r != self.rank]
+        note = (f" (coordinator {' and '.join(map(str, silent))} did not answer, so "
+                f"{'its deputy' if table is not None and len(silent) == 1 else 'this rank'} "
+                "asked every rank)") if silent else ""
+        moving = 0.5 * (_state.warn_s or _state.abort_s or 60.0)
+        return describe(table, call, peers, wait, moving) + note
+
+    def _recent_table(self) -> np.ndarray | None:
+        """The last survey when it was taken inside this rank's current call, else None."""
+        t = self.since()
+        table = self._table
+        return table if table is not None and t is not None and self._table_t >= t else None
+
+    def survey(self, wait: float) -> np.ndarray:
+        """Ask every other participant its ``state`` (one question each, answered by its
+        watchdog within ``wait`` seconds or NaN), then send the table to the ranks that
+        reported a stall meanwhile."""
+        side = self.side
+        table = np.full((self.size, len(FIELDS)), np.nan)
+        table[self.rank] = self.state()
+        peers = [r for r in self.participants if r != self.rank]
+        ask = np.array([self.call], dtype=np.float64)
+        reqs = [side.Irecv(table[r], r, _TAG_ANSWER) for r in peers]
+        self._keep(ask, [side.Isend(ask, r, _TAG_ASK) for r in peers])
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and not MPI.Request.Testall(reqs):
             _answer_all()  # a peer may be asking us at the same moment
             time.sleep(0.01)
         _settle(reqs)
-        # the asks in flight and their payload stay referenced until sent (never waited for)
+        self._table, self._table_t = table, time.perf_counter()
+        self.serve_reports()
+        return table
+
+    def serve_reports(self) -> None:
+        """Send each rank that reported a stall the last survey, headed by its call; survey
+        first when that one is older than a question's wait plus a wake-up, or older than
+        a reporter's call."""
+        if not self._reports or self.side is None:
+            return
+        fresh = answer_wait_s(_state.warn_s, _state.abort_s) + poll_s(_state.warn_s,
+                                                                      _state.abort_s)
+        table = self._table
+        if (table is None or time.perf_counter() - self._table_t > fresh
+                or any(table[rank, 0] < call for rank, call in self._reports)):
+            self.survey(answer_wait_s(_state.warn_s, _state.abort_s))  # serves them
+            return
+        reports, self._reports = self._reports, []
+        for rank, call in reports:
+            verdict = np.vstack(([call] + [0.0] * (len(FIELDS) - 1), table))
+            self._keep(verdict, [self.side.Isend(verdict, rank, _TAG_VERDICT)])
+
+    def _ask_coordinator(self, coordinator: int, call: int, wait: float) -> np.ndarray | None:
+        """Report the stall at ``call`` to ``coordinator`` and return its survey, or None when
+        it has not answered within a wake-up, its survey's wait and 0.5 s."""
+        side = self.side
+        verdict = np.full((self.size + 1, len(FIELDS)), np.nan)
+        ask = np.array([call], dtype=np.float64)
+        req = side.Irecv(verdict, coordinator, _TAG_VERDICT)
+        self._keep(ask, [side.Isend(ask, coordinator, _TAG_REPORT)])
+        deadline = time.monotonic() + poll_s(_state.warn_s, _state.abort_s) + wait + 0.5
+        while time.monotonic() < deadline:
+            if req.Test():
+                if verdict[0, 0] == call:
+                    return verdict[1:]
+                req = side.Irecv(verdict, coordinator, _TAG_VERDICT)  # a late one, of before
+            _answer_all()
+            time.sleep(0.01)
+        _settle([req])
+        return None
+
+    def _keep(self, payload: np.ndarray, sends: list) -> None:
+        """Keep sends in flight and their payload referenced until sent (never waited for: a
+        stopped peer cannot block the watchdog)."""
         self._asked = [(a, s) for a, s in self._asked if not MPI.Request.Testall(s)]
-        self._asked.append((ask, sends))
-        behind = [r for r in peers if answers[r, 0] < call]
-        silent = [r for r in peers if np.isnan(answers[r, 0])]
-        if behind:
-            text = ", ".join(map(str, behind))
-        elif silent:
-            text = "unknown"
-        elif all(answers[r, 0] == call and answers[r, 1] for r in peers):
-            text = (f"none behind: every rank is inside call {call}, so they disagree on what "
-                    "it is (a buffer length, dtype or op some ranks have planned and others "
-                    "not; validate=True checks every call)")
-        else:
-            text = "none behind"
-        if silent:
-            text += (f" (rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} "
-                     f"did not answer within {wait:.1f} s)")
-        for r in behind:
-            text += f"; rank {r} is at call {int(answers[r, 0])}"
-        return text
+        self._asked.append((payload, sends))
 
 
 def _settle(recvs: list) -> None:
@@ -278,6 +366,7 @@ class _State:
         # point-to-point wait, None between waits (2a.)
         self.waits: dict[int, tuple[float, int, int] | None] = {}
         self.warned_wait = 0.0  # the entry time of the last wait warned about
+        self.progress_t = 0.0  # time.perf_counter() at the end of the last wait (any thread)
 
 
 _state = _State()
@@ -292,9 +381,10 @@ def wait_begin(n: int, peer: int = -1) -> None:
 
 
 def wait_end() -> None:
-    """This thread's wait is over."""
+    """This thread's wait is over: progress."""
     _state.waiting_on = 0
     _state.waits[_ident()] = None
+    _state.progress_t = _perf()
 
 
 def set_enabled(on: bool) -> None:
@@ -359,6 +449,8 @@ def _watch() -> None:
         time.sleep(poll_s(warn, abort))
         _answer_all()
         with _state.lock:
+            for ch in list(_state.channels):
+                ch.serve_reports()  # the coordinator's part (4.)
             inside = [ch for ch in _state.every if ch.since() is not None]
         for ch in inside:
             _check(ch, warn, abort)
@@ -400,24 +492,28 @@ def _check(ch: Channel, warn: float, abort: float | None) -> None:
     t = ch.since()
     if t is None:
         return
-    waited = time.perf_counter() - t
-    if warn and waited > warn and ch.warned != ch.call:
+    now = time.perf_counter()
+    waited, quiet = now - t, now - max(t, _state.progress_t)  # a call that moves is not stuck
+    if warn and quiet > warn and ch.warned != ch.call:
         ch.warned = ch.call
-        _say(ch, waited, "warning")
-    if abort and waited > abort and ch.since() == t:
-        _say(ch, waited, "abort")
+        _say(ch, quiet, waited, "warning")
+    if abort and quiet > abort and ch.since() == t:
+        _say(ch, quiet, waited, "abort")
         trace.flush_active()  # --trace: this rank's events reach the file before the abort
         time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
         MPI.COMM_WORLD.Abort(1)
 
 
-def _say(ch: Channel, waited: float, kind: str) -> None:
+def _say(ch: Channel, quiet: float, inside: float, kind: str) -> None:
+    """One line: the seconds without progress (and inside the call, when it moved first)."""
+    call = ch.call  # asking takes seconds: the call may end meanwhile
     with _state.lock:
-        missing = ch.missing() if ch in _state.channels or ch.side is None else "unknown"
+        missing = ch.missing(call) if ch in _state.channels or ch.side is None else "unknown"
     where = f", blocked on {_state.waiting_on} requests" if _state.waiting_on else ""
     tail = (f"; MPICOMM_STALL_ABORT_S={_state.abort_s:g} passed: aborting the job"
             if kind == "abort" else "")
+    moved = f" (inside it {inside:.1f} s, moving until then)" if inside > quiet + 1 else ""
     sys.stderr.write(
-        f"mpicomm stall {kind}: rank {ch.rank} has waited {waited:.1f} s in {ch.name} call "
-        f"{ch.call}{where}; ranks not arrived: {missing}{tail}\n")
+        f"mpicomm stall {kind}: rank {ch.rank} has waited {quiet:.1f} s in {ch.name} call "
+        f"{call}{moved}{where}; ranks not arrived: {missing}{tail}\n")
     sys.stderr.flush()
