@@ -50,6 +50,7 @@ from mpicomm.costmodel.cluster_formulas import (
     tree_time,
 )
 from mpicomm.costmodel.native import mpi_collective_time
+from mpicomm.costmodel.queues import interface_share
 from mpicomm.costmodel.stepwise import PIECE_BYTES, ring_phase_time, ring_stepwise_time
 from mpicomm.costmodel.tree_steps import tree_cluster_time
 
@@ -161,7 +162,8 @@ def _stepwise(strategy: str, p: int, n: float, cluster: Cluster, local: int, nod
         return a0 + host.ring_time(p, n, slow[0], b, g) + (p - 1) * channels * pieces * launch
     if strategy == "hierarchical":
         variant = o.get("variant") or "reduce_scatter"  # leader: one rank of a node crosses
-        b_e = inter[1] * (1.0 if variant == "leader" else max(1.0, local / nics))
+        # reduce_scatter: the node's L ranks cross at once, ⌈L/nics⌉ on the busiest NIC
+        b_e = inter[1] * (1.0 if variant == "leader" else interface_share(1, local, local, nics))
         if variant == "leader":
             return a0 + host.hierarchical_time(n, local, nodes, intra, (inter[0], b_e), g,
                                                variant) + (nodes - 1) * launch
