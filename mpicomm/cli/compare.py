@@ -35,7 +35,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
-from mpicomm.bench.step_predict import run_step_s
+from mpicomm.bench.step_predict import own_reducers_cluster, run_step_s
 from mpicomm.cli.config import add_train_flags, given, train_config
 from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core import clock, flops
@@ -283,7 +283,8 @@ def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
     """The cluster the virtual clock charged a run on (``cluster_of`` its flags), with γ the
     modelled device's adds (``--accelerator host``: as measured here x ``--compute-scale``;
     native's inside MPI), the run's ranks per node, and mpicomm's own reducers' forms: not
-    ``pipelined``, no per-call α (the clock charges none), each add a kernel launch."""
+    ``pipelined``, no per-call α (the clock charges none), each add a kernel launch: the
+    one ``own_reducers_cluster``, which ``model --predict --model --reducers mpicomm`` calls."""
     from mpicomm.costmodel.profiles import cluster_of
 
     p, n = rec["ranks"], rec["grad_bytes"]
@@ -294,9 +295,7 @@ def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
             model.gamma_at(n / p) * clock.virtual().scale
     # mpicomm's own reducers ran, one exchange a step and each add a kernel (the device's
     # launch x --compute-scale), even on a profile whose own model is NCCL's (pipelined)
-    return dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
-                               ranks_per_node=opts["ranks_per_node"] or p, pipelined=False,
-                               alpha_call_s=0.0, launch_s=flops.launch())
+    return own_reducers_cluster(cluster, gamma, flops.launch(), opts["ranks_per_node"] or p)
 
 
 def _run_layouts(args: argparse.Namespace) -> int:
