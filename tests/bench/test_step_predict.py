@@ -177,6 +177,11 @@ def test_bad_input_exits_2_with_one_line(args, words):
     (("--model", "resnet50", "--batch-size", "0", "--single-rate", "1"), "--batch-size"),
     (("--model", "resnet50", "--single-rate", "100", "--accelerator", "a100"),
      "--accelerator a100 cannot take effect with --single-rate 100"),
+    (("--reducers", "mpicomm"), "--reducers (with --model only)"),
+    (("--model", "resnet50", "--inter-link", "5us,25GB/s", "--reducers", "mpicomm"),
+     "--reducers mpicomm cannot take effect without a named --profile"),
+    (("--model", "resnet50", "--inter-link", "5us,25GB/s", "--reducers", "nccl"),
+     "--reducers nccl cannot take effect without a named --profile"),
 ])
 def test_bad_input_is_refused_in_one_line(args, words):
     import argparse
