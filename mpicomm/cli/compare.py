@@ -430,13 +430,15 @@ def _fold_text() -> str:
                               "its full size (docs/workloads.md)")
 
 
-def _step_line(cfg, records: list[dict], names: list[str]) -> str:
-    """--model: each strategy's virtual step beside the predictor's for the same flags."""
+def _step_line(cfg, records: list[dict], names: list[str], profile: str | None) -> str:
+    """--model: each strategy's virtual step beside the predictor's for the same flags (on a
+    named profile, priced as mpicomm's reducers run: ``--reducers mpicomm``)."""
     pairs = [f"{name} {1e3 * r['step_time_median_s']:.2f}/"
              + (f"{1e3 * r['predicted_step_s']:.2f}" if r.get("predicted_step_s") else "-")
              for name, r in zip(names, records, strict=True)]
-    return (f"{cfg.model}: step ms, this run/predicted (model --predict --model {cfg.model}, "
-            f"the same flags): {', '.join(pairs)}")
+    forms = " --reducers mpicomm" if profile else ""
+    return (f"{cfg.model}: step ms, this run/predicted (model --predict --model {cfg.model}"
+            f"{forms}, the same flags): {', '.join(pairs)}")
 
 
 def _modelled_flat_link(flags, ranks: int) -> tuple[float, float] | None:
@@ -464,7 +466,7 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
     print()
     print(_clock_line(cfg))  # the reading's times are in this clock (records hold "clock")
     if cfg.model is not None:
-        print(_step_line(cfg, records, names))
+        print(_step_line(cfg, records, names, getattr(args, "profile", None)))
     for line in lines:
         print(line)
     print()

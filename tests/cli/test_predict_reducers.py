@@ -69,3 +69,18 @@ def test_compare_predicts_a_virtual_run_as_model_predict_reducers_mpicomm(
         assert own[name]["step_ms"] / 1e3 == pytest.approx(step_s, rel=1e-9), name
         assert own[name]["reducers"] == "mpicomm" and nccl[name]["reducers"] == "nccl"
     assert abs(nccl["ring"]["step_ms"] / own["ring"]["step_ms"] - 1) > 0.01
+
+
+def test_compares_step_line_names_the_forms_it_predicts_with():
+    """On a named profile compare's "this run/predicted" line names ``--reducers mpicomm``,
+    the command that reproduces its predicted column; on link flags (refused there) not."""
+    from types import SimpleNamespace
+
+    from mpicomm.cli import compare
+
+    rec = [{"step_time_median_s": 0.23467, "predicted_step_s": 0.23473}]
+    cfg = SimpleNamespace(model="resnet50")
+    on_profile = compare._step_line(cfg, rec, ["ring"], "ethernet-25g")
+    assert "(model --predict --model resnet50 --reducers mpicomm, the same flags): " \
+           "ring 234.67/234.73" in on_profile
+    assert "--reducers" not in compare._step_line(cfg, rec, ["ring"], None)
