@@ -116,7 +116,8 @@ Panel = dict[str, dict[str, dict[int, float]]]
 
 
 @figure("10", "scaling efficiency of PS, ring and hierarchical for ResNet-50 and BERT-large, "
-              "8 to 1,024 GPUs, 25 GbE and DGX H100: predicted lines, virtual-run points")
+              "8 to 1,024 GPUs, 25 GbE and DGX H100: predicted lines (solid: mpicomm's "
+              "reducers, which the virtual-run points ran; dashed: NCCL's forms)")
 def workload_scaling(ctx: Context, sec: Section) -> None:
     panels: dict[tuple[str, str], Panel] = {}
     for profile, label, accelerator in FIG10_CLUSTERS:
