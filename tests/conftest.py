@@ -73,3 +73,25 @@ def gpu_backend(request, monkeypatch):
         pytest.skip("needs CuPy and a CUDA GPU (stand-in disabled: MPICOMM_CUPY_STANDIN=0)")
     monkeypatch.setenv("MPICOMM_CUPY_STANDIN", STANDIN_DIR)
     return "standin"
+
+
+# --- the device model in this process: what cli.main installs for --clock virtual --accelerator
+@pytest.fixture
+def device_model():
+    """``device_model(name)``: a virtual clock (no per-call overhead, no least charge) and the
+    named device model installed in this process; returns the clock. Both reset after."""
+    from mpicomm.core import clock, flops
+    from mpicomm.core.clock import VirtualClock
+    from mpicomm.costmodel.device import device
+
+    def install(name: str) -> VirtualClock:
+        vc = VirtualClock(1.0, least=False, overhead=0.0)
+        clock.set_source(vc.now, "virtual")
+        flops.use(device(name))
+        return vc
+
+    try:
+        yield install
+    finally:
+        flops.reset()
+        clock.reset()

@@ -346,23 +346,61 @@ def test_experiments_refuses_bad_seconds(flags, message, tmp_path):
 FIG10_PANELS = {("25 GbE", "resnet50"): {
     "predicted": {"ps": {8: 0.98, 16: 0.40, 1024: 0.05}, "ring": {8: 1.0, 16: 0.95, 1024: 0.70},
                   "hierarchical": {8: 1.0, 16: 0.97, 1024: 0.90}},
+    "nccl": {"ps": {8: 0.97, 1024: 0.06}, "ring": {8: 1.0, 1024: 0.60},
+             "hierarchical": {8: 1.0, 1024: 0.91}},
     "virtual": {"ps": {8: 0.96, 16: 0.42}, "ring": {8: 1.0}}}}
 
 
 def test_figure10_text_from_records():
-    """The best strategy at the largest count, where ps falls under the ring, and the
-    largest gap of a virtual point from its line, all read from the records."""
+    """The best strategy at the largest count (mpicomm's reducers, NCCL's forms in brackets),
+    where ps falls under the ring, and the largest gap of a virtual point from the line of
+    the reducers it ran (never from NCCL's), all read from the records."""
     from mpicomm.figures import workload_scaling as W
     text = W.conclusion(FIG10_PANELS)
-    assert "resnet50 on 25 GbE: at 1024 GPUs hierarchical 0.90 (ps 0.05, ring 0.70)" in text
+    assert "resnet50 on 25 GbE: at 1024 GPUs hierarchical 0.90 [0.91] (ps 0.05 [0.06], " \
+           "ring 0.70 [0.60])" in text
     assert "ps under the ring from 16 GPUs" in text
-    assert "The 3 virtual-run points lie within 5.0% of their lines (largest: ps, resnet50 " \
-           "at 16 ranks)" in text
+    assert "The 3 virtual-run points lie within 5.0% of the lines of the reducers they ran " \
+           "(largest: ps, resnet50 on 25 GbE at 16 ranks)" in text
     args = W.virtual_args("ethernet-25g", "v100", "resnet50", 64, 16)
     assert args[args.index("--servers") + 1] == "2"  # one server per node of 8
     assert args[-2:] == ["--clock", "virtual"] and "--accelerator" in args
     pred = W.predict_args("dgx-h100-ib400", None, "bert-large", 32, 1024)
     assert pred[pred.index("--servers") + 1] == "128" and "--accelerator" not in pred
+    assert pred[pred.index("--reducers") + 1] == "mpicomm"  # the solid lines: what runs
+    nccl = W.predict_args("dgx-h100-ib400", None, "bert-large", 32, 1024, "nccl")
+    assert nccl[nccl.index("--reducers") + 1] == "nccl"
+
+
+def test_figure10_points_per_cluster_and_the_256_rank_point_is_never_run():
+    """Each panel's virtual points are its own (profile, model); the committed 256-rank point
+    is on the full figure and the quick one, always read, never run."""
+    from mpicomm.figures import workload_scaling as W
+    full = W.virtual_points("ethernet-25g", "resnet50", quick=False)
+    assert full == [(8, False), (16, False), (32, False), (64, False), (256, True)]
+    assert W.virtual_points("ethernet-25g", "resnet50", quick=True)[-1] == (256, True)
+    assert W.virtual_points("dgx-h100-ib400", "bert-large", quick=False) == [(8, False),
+                                                                              (16, False)]
+    assert all(p <= 64 for prof, _, p in W.FIG10_VIRTUAL_FULL)  # what a sweep may run
+
+
+def test_figure10_committed_point_is_read_not_run(tmp_path, monkeypatch):
+    """A committed-only point: this run's saved JSON if there, else the committed one beside
+    this run's root; never a process; a note says so."""
+    from mpicomm.figures import registry
+    from mpicomm.figures import workload_scaling as W
+    monkeypatch.setattr(registry, "_run", lambda *a, **k: pytest.fail("ran a process"))
+    name = "fig10_virtual_ethernet-25g_resnet50_256.json"
+    committed = tmp_path / W.COMMITTED_ROOT / "results"
+    committed.mkdir(parents=True)
+    (committed / name).write_text(json.dumps({"results": [{"strategy": "ring"}]}))
+    ctx = registry.Context(tmp_path / "results_root", quick=False)
+    args = W.virtual_args("ethernet-25g", "v100", "resnet50", 64, 256)
+    assert W._read_committed(ctx, 256, args, name)["results"][0]["strategy"] == "ring"
+    assert ctx.commands[0].startswith("mpiexec -n 256 ") and "run by hand" in ctx.notes[0]
+    (ctx.results).mkdir(parents=True)
+    (ctx.results / name).write_text(json.dumps({"results": []}))  # this run's own copy first
+    assert W._read_committed(ctx, 256, args, name) == {"results": []}
 
 
 @pytest.mark.slow

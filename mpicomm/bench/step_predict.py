@@ -11,7 +11,10 @@ No MPI traffic. Per rank count p and strategy (``predict.default_variants`` or
    (``costmodel.device``) for ``--batch-size`` samples a rank;
 3. the engine's buckets (``engine.buckets.plan_buckets``, ``--bucket-mb``: train's default
    25 MiB), each reduced by the strategy's one cost function on the cluster
-   (``cluster_predict.cluster_time``); a ``ps`` with ``--ps-placement tensors|chunks`` or
+   (``cluster_predict.cluster_time``) in the cluster's own forms (a named profile: NCCL's,
+   pipelined, its per-call α) or, with ``--reducers mpicomm``, mpicomm's own reducers as the
+   virtual clock runs them (``own_reducers_cluster``, which ``compare`` predicts a virtual
+   run with); a ``ps`` with ``--ps-placement tensors|chunks`` or
    ``--ps-servers-on separate`` or ``--ps-node-reduce``: the placed parameter server
    (``costmodel.ps_placement``);
 4. the step as the engine runs it (``costmodel.step.step_time``: overlap unless
@@ -40,9 +43,25 @@ from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import Workload, check_model, workload
 
 __all__ = ["StepOptions", "RpcRate", "check_options", "step_rows", "format_step_rows",
-           "run_step_s", "DEFAULT_BUCKET_MB"]
+           "run_step_s", "own_reducers_cluster", "DEFAULT_BUCKET_MB", "REDUCERS"]
 
 DEFAULT_BUCKET_MB = 25.0  # train's --bucket-mb default (DDP's 25 MiB; tests hold them equal)
+# whose reduction forms a named profile is priced with: NCCL's (the profile's own: pipelined,
+# its per-call α) or mpicomm's own step-by-step reducers (what a virtual run executes)
+REDUCERS = ("nccl", "mpicomm")
+
+
+def own_reducers_cluster(cluster: Cluster, gamma_s_per_byte: float, launch_s: float,
+                         ranks_per_node: int | None = None) -> Cluster:
+    """``cluster`` running mpicomm's own reducers, as the virtual clock charges them: one
+    blocking exchange a step (not ``pipelined``), no per-call α (the clock charges none),
+    each local add a kernel of ``launch_s`` at ``gamma_s_per_byte`` (the device's), on
+    ``ranks_per_node`` (None: the cluster's). The one place this cluster is built:
+    ``compare``'s prediction of a virtual run (``cli.compare.charged_cluster``) and
+    ``model --predict --model --reducers mpicomm`` both call it."""
+    return dataclasses.replace(cluster, gamma_s_per_byte=max(gamma_s_per_byte, 1e-300),
+                               ranks_per_node=ranks_per_node or cluster.ranks_per_node,
+                               pipelined=False, alpha_call_s=0.0, launch_s=launch_s)
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,8 @@ class StepOptions:
     weight_decay: float = 1e-4
     own_gamma: bool = False  # the cluster's γ was given (--gamma-rate): keep it
     rpc: RpcRate | None = None  # a ps's per-message transport rate (validation only)
+    reducers: str | None = None  # None or "nccl": the cluster's own forms (a named profile:
+    # NCCL's; link flags: mpicomm's); "mpicomm": mpicomm's own reducers (own_reducers_cluster)
 
 
 def check_options(opts: StepOptions) -> Workload:
@@ -90,10 +111,11 @@ def check_options(opts: StepOptions) -> Workload:
         raise ConfigError(f"--batch-size must be >= 1, got {opts.batch_size}")
     if opts.single_rate is not None:
         rate_compute(w, 1, opts.single_rate)  # refuses <= 0, nan, inf
-        if opts.accelerator is not None:
+        if opts.accelerator is not None and opts.reducers != "mpicomm":
             raise ConfigError(f"--accelerator {opts.accelerator} cannot take effect with "
                               f"--single-rate {opts.single_rate:g}: the measured rate is the "
-                              "compute; drop one of them")
+                              "compute (with --reducers mpicomm it names the device whose "
+                              "adds the reducers launch); drop one of them")
     if not 0 <= opts.bucket_mb < float("inf"):
         raise ConfigError(f"--bucket-mb must be >= 0, got {opts.bucket_mb}")
     return w
@@ -103,22 +125,35 @@ def _compute(w: Workload, opts: StepOptions, cluster: Cluster,
              bucket_sizes: list[int]) -> tuple[Compute, Cluster]:
     """The step's compute, and the cluster whose reductions' adds are the device's (γ = 3
     bytes moved a byte at its memory bandwidth, as the virtual clock charges them, unless
-    --gamma-rate gives one); a measured rate leaves the cluster's γ."""
+    --gamma-rate gives one); with ``reducers="mpicomm"`` the cluster running mpicomm's own
+    reducers (``own_reducers_cluster``); a measured rate otherwise leaves the cluster's γ."""
+    own = opts.reducers == "mpicomm"
+    if opts.single_rate is not None and not own:
+        return rate_compute(w, opts.batch_size, opts.single_rate), cluster
+    dev = _device(opts, cluster)
+    gamma = cluster.gamma_s_per_byte if opts.own_gamma else 3.0 / dev.memory_bytes_per_s
+    if own:
+        cluster = own_reducers_cluster(cluster, gamma, dev.launch_s)
+    else:  # the cluster's own forms: an add a kernel only where they are mpicomm's
+        cluster = dataclasses.replace(cluster, gamma_s_per_byte=gamma, launch_s=dev.launch_s
+                                      if not cluster.pipelined else cluster.launch_s)
     if opts.single_rate is not None:
         return rate_compute(w, opts.batch_size, opts.single_rate), cluster
+    return device_compute(w, opts.batch_size, dev, opts.precision or "fp32", bucket_sizes,
+                          opts.weight_decay != 0), cluster
+
+
+def _device(opts: StepOptions, cluster: Cluster):
+    """The modelled device: ``--accelerator``, else the profile's own, else the default."""
     from mpicomm.costmodel.device import DEFAULT_ACCELERATOR, device
 
     own = getattr(cluster, "device", None)  # a profile's own device (a Device or its name)
     dev = device(opts.accelerator or getattr(own, "name", own) or DEFAULT_ACCELERATOR)
     if getattr(dev, "cpu_time", False):
         raise ConfigError("--accelerator host cannot take effect in model --predict --model "
-                          "(nothing runs here): name a modelled device or give --single-rate")
-    cluster = dataclasses.replace(cluster, launch_s=dev.launch_s if not cluster.pipelined
-                                  else cluster.launch_s)  # mpicomm's reducers: an add a kernel
-    if not opts.own_gamma:
-        cluster = dataclasses.replace(cluster, gamma_s_per_byte=3.0 / dev.memory_bytes_per_s)
-    return device_compute(w, opts.batch_size, dev, opts.precision or "fp32", bucket_sizes,
-                          opts.weight_decay != 0), cluster
+                          "(nothing runs here): name a modelled device"
+                          + ("" if opts.single_rate is not None else " or give --single-rate"))
+    return dev
 
 
 def _comm(variant, p: int, cluster: Cluster, opts: StepOptions, sizes: list[float]):
@@ -156,6 +191,7 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
     buckets = [(b.size * itemsize, b.ready_layer) for b in plan]
     sizes = [n * itemsize for _, _, n in w.tensors_backward()]
     compute, cluster = _compute(w, opts, cluster, [b.size for b in plan])
+    forms = "nccl" if cluster.pipelined else "mpicomm"  # whose reduction forms were priced
     one = step_time(compute, buckets, lambda nbytes: 0.0, opts.overlap)
     floors = opts.rpc.floors(_largest(w, plan, itemsize)) if opts.rpc else None
     rows = []
@@ -167,7 +203,8 @@ def step_rows(w: Workload, cluster: Cluster, ranks: list[int], variants,
             step = step_time(compute, buckets, comm, opts.overlap,
                              floors if v.strategy == "ps" and p > 1 else None)
             local, nodes = layout(p, cluster, v.options_at(p))
-            rows.append(_row(v.label, p, nodes, local, w, opts.batch_size, compute, step, one))
+            row = _row(v.label, p, nodes, local, w, opts.batch_size, compute, step, one)
+            rows.append({**row, "reducers": forms})
     return rows
 
 
@@ -182,7 +219,8 @@ def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
                accelerator: str) -> float | None:
     """The predicted step of one ``train --model`` run of ``strategy`` on ``p`` ranks (``cfg``
     its ``TrainConfig``, ``cluster`` the one its virtual clock charges, ``accelerator`` its
-    device): the row ``model --predict --model`` gives for the same flags. None where the
+    device): the row ``model --predict --model --reducers mpicomm`` gives for the same flags
+    (mpicomm's own reducers, which the clock ran, on ``cluster``). None where the
     run is not what the predictor models: ZeRO, accumulation, --overlap-forward, a codec,
     float64 buffers, --flop-rate, --compute-scale, stragglers or jitter."""
     if (cfg.model is None or cfg.strategy == "zero" or cfg.accumulate != 1
@@ -193,8 +231,8 @@ def run_step_s(cfg, strategy: str, p: int, cluster: Cluster, options: dict,
     rate = cfg.single_rate  # the layers from a measured rate: the device's adds stay
     opts = StepOptions(model=cfg.model, batch_size=cfg.batch_size, bucket_mb=cfg.bucket_mb,
                        overlap=cfg.overlap, precision=cfg.precision, single_rate=rate,
-                       accelerator=accelerator if rate is None else None,
-                       weight_decay=cfg.weight_decay)
+                       accelerator=accelerator, weight_decay=cfg.weight_decay,
+                       reducers="mpicomm")  # what the clock ran, whatever the profile's own
     variant = SimpleNamespace(label=strategy, strategy=strategy,
                               options_at=lambda ranks: dict(options))  # as bench.predict.Variant
     rows = step_rows(workload(cfg.model), cluster, [p], [variant], opts)

@@ -35,7 +35,7 @@ from mpicomm import costmodel
 from mpicomm.analysis import reading as report
 from mpicomm.analysis.report import WIDTH, shown_columns
 from mpicomm.analysis.verdict import cpu_sharing_warning, speed_interval
-from mpicomm.bench.step_predict import run_step_s
+from mpicomm.bench.step_predict import own_reducers_cluster, run_step_s
 from mpicomm.cli.config import add_train_flags, given, train_config
 from mpicomm.cli.flags import add_cluster_flags
 from mpicomm.core import clock, flops
@@ -283,7 +283,8 @@ def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
     """The cluster the virtual clock charged a run on (``cluster_of`` its flags), with γ the
     modelled device's adds (``--accelerator host``: as measured here x ``--compute-scale``;
     native's inside MPI), the run's ranks per node, and mpicomm's own reducers' forms: not
-    ``pipelined``, no per-call α (the clock charges none), each add a kernel launch."""
+    ``pipelined``, no per-call α (the clock charges none), each add a kernel launch: the
+    one ``own_reducers_cluster``, which ``model --predict --model --reducers mpicomm`` calls."""
     from mpicomm.costmodel.profiles import cluster_of
 
     p, n = rec["ranks"], rec["grad_bytes"]
@@ -294,9 +295,7 @@ def charged_cluster(name: str, rec: dict, model, opts: dict, flags):
             model.gamma_at(n / p) * clock.virtual().scale
     # mpicomm's own reducers ran, one exchange a step and each add a kernel (the device's
     # launch x --compute-scale), even on a profile whose own model is NCCL's (pipelined)
-    return dataclasses.replace(cluster, gamma_s_per_byte=max(gamma, 1e-300),
-                               ranks_per_node=opts["ranks_per_node"] or p, pipelined=False,
-                               alpha_call_s=0.0, launch_s=flops.launch())
+    return own_reducers_cluster(cluster, gamma, flops.launch(), opts["ranks_per_node"] or p)
 
 
 def _run_layouts(args: argparse.Namespace) -> int:
@@ -431,13 +430,15 @@ def _fold_text() -> str:
                               "its full size (docs/workloads.md)")
 
 
-def _step_line(cfg, records: list[dict], names: list[str]) -> str:
-    """--model: each strategy's virtual step beside the predictor's for the same flags."""
+def _step_line(cfg, records: list[dict], names: list[str], profile: str | None) -> str:
+    """--model: each strategy's virtual step beside the predictor's for the same flags (on a
+    named profile, priced as mpicomm's reducers run: ``--reducers mpicomm``)."""
     pairs = [f"{name} {1e3 * r['step_time_median_s']:.2f}/"
              + (f"{1e3 * r['predicted_step_s']:.2f}" if r.get("predicted_step_s") else "-")
              for name, r in zip(names, records, strict=True)]
-    return (f"{cfg.model}: step ms, this run/predicted (model --predict --model {cfg.model}, "
-            f"the same flags): {', '.join(pairs)}")
+    forms = " --reducers mpicomm" if profile else ""
+    return (f"{cfg.model}: step ms, this run/predicted (model --predict --model {cfg.model}"
+            f"{forms}, the same flags): {', '.join(pairs)}")
 
 
 def _modelled_flat_link(flags, ranks: int) -> tuple[float, float] | None:
@@ -465,7 +466,7 @@ def _print_results(args, cfg, records, runs, model, topology, baseline, names, s
     print()
     print(_clock_line(cfg))  # the reading's times are in this clock (records hold "clock")
     if cfg.model is not None:
-        print(_step_line(cfg, records, names))
+        print(_step_line(cfg, records, names, getattr(args, "profile", None)))
     for line in lines:
         print(line)
     print()

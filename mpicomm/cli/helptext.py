@@ -35,7 +35,7 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "model": ("the model trained, or the cost model predicted", (
         "layers", "data", "dtype", "lr", "momentum", "weight_decay", "scale_lr", "warmup_steps",
         "train_samples", "test_samples", "holdout", "eval_samples", "predict", "ranks", "table",
-        "compute_ms", "params", "calibrate", "model", "single_rate", "fold")),
+        "compute_ms", "params", "calibrate", "model", "single_rate", "fold", "reducers")),
     "cluster": ("the machine modelled or emulated, and its clock", (
         "profile", "clock", "ranks_per_node", "nics_per_node", "inter_link", "intra_link",
         "channels", "accelerator", "precision", "flop_rate", "compute_scale", "links_from",

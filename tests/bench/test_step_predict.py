@@ -177,6 +177,11 @@ def test_bad_input_exits_2_with_one_line(args, words):
     (("--model", "resnet50", "--batch-size", "0", "--single-rate", "1"), "--batch-size"),
     (("--model", "resnet50", "--single-rate", "100", "--accelerator", "a100"),
      "--accelerator a100 cannot take effect with --single-rate 100"),
+    (("--reducers", "mpicomm"), "--reducers (with --model only)"),
+    (("--model", "resnet50", "--inter-link", "5us,25GB/s", "--reducers", "mpicomm"),
+     "--reducers mpicomm cannot take effect without a named --profile"),
+    (("--model", "resnet50", "--inter-link", "5us,25GB/s", "--reducers", "nccl"),
+     "--reducers nccl cannot take effect without a named --profile"),
 ])
 def test_bad_input_is_refused_in_one_line(args, words):
     import argparse
@@ -271,3 +276,29 @@ def test_an_rpc_rate_floors_the_bucket_holding_a_tensor_above_its_size():
         _, (b,) = _rows(model, [16], ps_placement="tensors", servers=4, local=4, rpc=rpc)
         assert a["step_ms"] == b["step_ms"]
     assert rpc.floors([fc6, 128 * 2**20, 1.0]) == [2 * fc6 / 100e6, 0.0, 0.0]
+
+
+def test_own_reducers_cluster_is_the_clocks_and_changes_only_a_named_profile():
+    """mpicomm's reducers on a profile: one exchange a step, no per-call α, the device's
+    launch and γ; the links, NICs and channels stay the profile's. On link flags (already
+    mpicomm's forms) ``reducers="mpicomm"`` changes no row; on a profile it moves the ring."""
+    from mpicomm.bench.predict import Variant
+    from mpicomm.bench.step_predict import StepOptions, own_reducers_cluster, step_rows
+    from mpicomm.costmodel.profiles import build_cluster
+
+    prof = build_cluster("ethernet-25g")
+    own = own_reducers_cluster(prof, 2e-12, 7e-6)
+    assert prof.pipelined and prof.alpha_call_s > 0
+    assert (own.pipelined, own.alpha_call_s, own.launch_s, own.gamma_s_per_byte) == \
+        (False, 0.0, 7e-6, 2e-12)
+    assert (own.inter, own.intra, own.nics_per_node, own.ranks_per_node) == \
+        (prof.inter, prof.intra, prof.nics_per_node, prof.ranks_per_node)
+    assert own_reducers_cluster(prof, 2e-12, 7e-6, 4).ranks_per_node == 4
+    ring = [Variant("ring", "ring", {})]
+    links = build_cluster(None, ranks_per_node=8, inter="60us,3.125GB/s")
+    for cluster, moves in ((links, False), (prof, True)):
+        step = {f: step_rows(workload("resnet50"), cluster, [256], ring,
+                             StepOptions("resnet50", 64, accelerator="v100", reducers=f))[0]
+                for f in (None, "mpicomm")}
+        assert step["mpicomm"]["reducers"] == "mpicomm"
+        assert (step[None]["step_ms"] != step["mpicomm"]["step_ms"]) is moves

@@ -15,8 +15,6 @@ import pytest
 from mpi_harness import run_mpi
 
 from mpicomm.core import clock, flops
-from mpicomm.core.clock import VirtualClock
-from mpicomm.costmodel.device import device
 from mpicomm.engine.buckets import plan_buckets
 from mpicomm.workloads import workload
 from mpicomm.workloads.model import WorkloadModel
@@ -25,16 +23,9 @@ SCRIPT = Path(__file__).resolve().parent / "scripts" / "workload_engine.py"
 
 
 @pytest.fixture
-def folded():
+def folded(device_model):
     """A virtual clock with the h100 device model; the test sets its ``fold``."""
-    vc = VirtualClock(1.0, least=False, overhead=0.0)
-    clock.set_source(vc.now, "virtual")
-    flops.use(device("h100"))
-    try:
-        yield vc
-    finally:
-        flops.reset()
-        clock.reset()
+    return device_model("h100")
 
 
 def _charged(vc, fn) -> float:
