@@ -373,12 +373,18 @@ def test_figure10_text_from_records():
 
 
 def test_figure10_points_per_cluster_and_the_256_rank_point_is_never_run():
-    """Each panel's virtual points are its own (profile, model); the committed 256-rank point
-    is on the full figure and the quick one, always read, never run."""
+    """Each panel's virtual points are its own (profile, model); the committed 128- and
+    256-rank points are on the full figure and the quick one, always read, never run, each
+    with its JSON committed and its wall time stated."""
+    from mpi_harness import ROOT
+
     from mpicomm.figures import workload_scaling as W
     full = W.virtual_points("ethernet-25g", "resnet50", quick=False)
-    assert full == [(8, False), (16, False), (32, False), (64, False), (256, True)]
+    assert full == [(8, False), (16, False), (32, False), (64, False), (128, True), (256, True)]
     assert W.virtual_points("ethernet-25g", "resnet50", quick=True)[-1] == (256, True)
+    for prof, m, p in W.FIG10_VIRTUAL_COMMITTED:
+        assert (prof, m, p) in W.COMMITTED_WALL
+        assert (ROOT / "experiments" / "results" / f"fig10_virtual_{prof}_{m}_{p}.json").exists()
     assert W.virtual_points("dgx-h100-ib400", "bert-large", quick=False) == [(8, False),
                                                                               (16, False)]
     assert all(p <= 64 for prof, _, p in W.FIG10_VIRTUAL_FULL)  # what a sweep may run

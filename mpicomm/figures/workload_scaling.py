@@ -73,7 +73,12 @@ FIG10_VIRTUAL_FULL = tuple((prof, m, p) for prof in _BOTH
 # Points no sweep runs (256 ranks: 551 s wall on 2 quiet cores, longer under load): read from
 # this run's results if there, else from the committed experiments/results/ (rerun by hand:
 # the command the README lists for it)
-FIG10_VIRTUAL_COMMITTED = (("ethernet-25g", "resnet50", 256),)
+FIG10_VIRTUAL_COMMITTED = (("ethernet-25g", "resnet50", 128), ("dgx-h100-ib400", "resnet50", 128),
+                           ("ethernet-25g", "resnet50", 256))
+# their wall time as run (2 cores shared with other jobs; the DGX profile's ring has 8 channels)
+COMMITTED_WALL = {("ethernet-25g", "resnet50", 128): "166 s",
+                  ("dgx-h100-ib400", "resnet50", 128): "1,079 s",
+                  ("ethernet-25g", "resnet50", 256): "551 s"}
 COMMITTED_ROOT = "experiments"  # cli.experiments' committed folder, beside this run's root
 
 
@@ -149,9 +154,11 @@ def _read_committed(ctx: Context, ranks: int, args: list[str], name: str) -> dic
     root = ctx.root if (ctx.results / name).exists() else ctx.root.parent / COMMITTED_ROOT
     doc = dataclasses.replace(ctx, root=root, replot=True).mpicomm(ranks, args, name)
     if doc is not None:
+        wall = next((w for (prof, m, p), w in COMMITTED_WALL.items()
+                     if p == ranks and name.endswith(f"_{prof}_{m}_{p}.json")), "minutes")
         ctx.notes.append(f"{name}: run by hand with the command listed above, never by a "
-                         f"sweep ({ranks} ranks: about ten minutes on 2 cores); read from "
-                         "the saved results")
+                         f"sweep ({ranks} ranks: {wall} wall on 2 cores); read from the "
+                         "saved results")
     return doc
 
 
