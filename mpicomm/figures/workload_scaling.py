@@ -70,15 +70,18 @@ FIG10_VIRTUAL_QUICK = tuple((prof, m, p) for prof in _BOTH
 FIG10_VIRTUAL_FULL = tuple((prof, m, p) for prof in _BOTH
                            for m, p in (("resnet50", 8), ("resnet50", 16), ("resnet50", 32),
                                         ("resnet50", 64), ("bert-large", 8), ("bert-large", 16)))
-# Points no sweep runs (256 ranks: 551 s wall on 2 quiet cores, longer under load): read from
+# Points no sweep runs (minutes to tens of minutes each on 2 cores: COMMITTED_WALL): read from
 # this run's results if there, else from the committed experiments/results/ (rerun by hand:
 # the command the README lists for it)
 FIG10_VIRTUAL_COMMITTED = (("ethernet-25g", "resnet50", 128), ("dgx-h100-ib400", "resnet50", 128),
-                           ("ethernet-25g", "resnet50", 256))
+                           ("ethernet-25g", "resnet50", 256), ("ethernet-25g", "bert-large", 32),
+                           ("dgx-h100-ib400", "bert-large", 32))
 # their wall time as run (2 cores shared with other jobs; the DGX profile's ring has 8 channels)
 COMMITTED_WALL = {("ethernet-25g", "resnet50", 128): "166 s",
                   ("dgx-h100-ib400", "resnet50", 128): "1,079 s",
-                  ("ethernet-25g", "resnet50", 256): "551 s"}
+                  ("ethernet-25g", "resnet50", 256): "551 s",
+                  ("ethernet-25g", "bert-large", 32): "142 s",
+                  ("dgx-h100-ib400", "bert-large", 32): "504 s"}
 COMMITTED_ROOT = "experiments"  # cli.experiments' committed folder, beside this run's root
 
 
