@@ -386,7 +386,7 @@ def test_figure10_points_per_cluster_and_the_256_rank_point_is_never_run():
         assert (prof, m, p) in W.COMMITTED_WALL
         assert (ROOT / "experiments" / "results" / f"fig10_virtual_{prof}_{m}_{p}.json").exists()
     assert W.virtual_points("dgx-h100-ib400", "bert-large", quick=False) == [
-        (8, False), (16, False), (32, True)]
+        (8, False), (16, False), (32, True), (64, True)]
     assert all(p <= 64 for prof, _, p in W.FIG10_VIRTUAL_FULL)  # what a sweep may run
 
 
