@@ -24,8 +24,8 @@ and hierarchical scaling efficiency for ResNet-50 and BERT-large from 8 to 1,024
    strategies over the model's tensors, compute charged by the device model. Its scaling
    efficiency is drawn as a point; it ran mpicomm's reducers, so it belongs on the solid
    line (the predictor and the clock read one model: the points test that the predictor
-   describes what the engine does). ``FIG10_VIRTUAL_COMMITTED`` points (256 ranks) are
-   read from the committed results, never run by a sweep;
+   describes what the engine does). ``FIG10_VIRTUAL_COMMITTED`` points (ResNet-50 above 64
+   ranks, BERT-large above 16) are read from the committed results, never run by a sweep;
 3. one panel per (cluster, workload): efficiency against ranks, a line per strategy and
    form, the virtual points as markers; the conclusion names, from the numbers just
    computed, each strategy at 1,024 ranks in both forms, where one server per node falls
@@ -70,21 +70,18 @@ FIG10_VIRTUAL_QUICK = tuple((prof, m, p) for prof in _BOTH
 FIG10_VIRTUAL_FULL = tuple((prof, m, p) for prof in _BOTH
                            for m, p in (("resnet50", 8), ("resnet50", 16), ("resnet50", 32),
                                         ("resnet50", 64), ("bert-large", 8), ("bert-large", 16)))
-# Points no sweep runs (minutes to tens of minutes each on 2 cores: COMMITTED_WALL): read from
+# Points no sweep runs (minutes to tens of minutes each on 2 cores, stated beside each): read from
 # this run's results if there, else from the committed experiments/results/ (rerun by hand:
 # the command the README lists for it)
-FIG10_VIRTUAL_COMMITTED = (("ethernet-25g", "resnet50", 128), ("dgx-h100-ib400", "resnet50", 128),
-                           ("ethernet-25g", "resnet50", 256), ("ethernet-25g", "bert-large", 32),
-                           ("dgx-h100-ib400", "bert-large", 32), ("ethernet-25g", "bert-large", 64),
-                           ("dgx-h100-ib400", "bert-large", 64))
-# their wall time as run (2 cores shared with other jobs; the DGX profile's ring has 8 channels)
-COMMITTED_WALL = {("ethernet-25g", "resnet50", 128): "166 s",
-                  ("dgx-h100-ib400", "resnet50", 128): "1,079 s",
-                  ("ethernet-25g", "resnet50", 256): "551 s",
-                  ("ethernet-25g", "bert-large", 32): "142 s",
-                  ("dgx-h100-ib400", "bert-large", 32): "504 s",
-                  ("ethernet-25g", "bert-large", 64): "422 s",
-                  ("dgx-h100-ib400", "bert-large", 64): "2,117 s"}
+FIG10_VIRTUAL_COMMITTED = {  # (profile, workload, ranks): its wall time as run (2 cores shared
+    # with other jobs; the DGX profile's ring has 8 channels)
+    ("ethernet-25g", "resnet50", 128): "166 s",
+    ("dgx-h100-ib400", "resnet50", 128): "1,079 s",
+    ("ethernet-25g", "resnet50", 256): "551 s",
+    ("ethernet-25g", "bert-large", 32): "142 s",
+    ("dgx-h100-ib400", "bert-large", 32): "504 s",
+    ("ethernet-25g", "bert-large", 64): "422 s",
+    ("dgx-h100-ib400", "bert-large", 64): "2,117 s"}
 COMMITTED_ROOT = "experiments"  # cli.experiments' committed folder, beside this run's root
 
 
@@ -143,8 +140,9 @@ def workload_scaling(ctx: Context, sec: Section) -> None:
             for p, committed in virtual_points(profile, model, ctx.quick):
                 args = virtual_args(profile, accelerator, model, batch, p)
                 name = f"fig10_virtual_{profile}_{model}_{p}.json"
-                doc = (_read_committed(ctx, p, args, name) if committed
-                       else ctx.mpicomm(p, args, name))
+                doc = (_read_committed(ctx, p, args, name,
+                                       FIG10_VIRTUAL_COMMITTED[(profile, model, p)])
+                       if committed else ctx.mpicomm(p, args, name))
                 _add(panel["virtual"], doc, p)
             if panel["predicted"]:
                 panels[(label, model)] = panel
@@ -154,14 +152,14 @@ def workload_scaling(ctx: Context, sec: Section) -> None:
     sec.conclusion = conclusion(panels)
 
 
-def _read_committed(ctx: Context, ranks: int, args: list[str], name: str) -> dict | None:
+def _read_committed(ctx: Context, ranks: int, args: list[str], name: str,
+                    wall: str = "minutes") -> dict | None:
     """A point no sweep runs (``FIG10_VIRTUAL_COMMITTED``): its JSON from this run's results
-    if there, else from the committed ones; noted as read, not run."""
+    if there, else from the committed ones; noted as read, not run (``wall``: how long it
+    took by hand)."""
     root = ctx.root if (ctx.results / name).exists() else ctx.root.parent / COMMITTED_ROOT
     doc = dataclasses.replace(ctx, root=root, replot=True).mpicomm(ranks, args, name)
     if doc is not None:
-        wall = next((w for (prof, m, p), w in COMMITTED_WALL.items()
-                     if p == ranks and name.endswith(f"_{prof}_{m}_{p}.json")), "minutes")
         ctx.notes.append(f"{name}: run by hand with the command listed above, never by a "
                          f"sweep ({ranks} ranks: {wall} wall on 2 cores); read from the "
                          "saved results")
