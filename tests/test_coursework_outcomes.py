@@ -158,10 +158,12 @@ def test_exercise_5_fusion_outcome(tmp_path, attempt):
 
 
 class _NoWire:
-    """A stage's transport that moves nothing and takes no time: its compute alone."""
+    """A stage's transport that moves nothing and takes no time: its compute alone. What it
+    "receives" is zeros: the stage's buffers come from ``np.empty``, and left as they were they
+    held the memory's last contents, which overflowed to inf and NaN in the product."""
 
     def recv(self, buf, source, tag):
-        pass
+        buf[...] = 0
 
     def isend(self, buf, dest, tag):
         return None
@@ -185,20 +187,21 @@ def stage_costs(layers: tuple[int, ...], rows: int) -> tuple[list[float], list[f
     flops.use(device("h100"))
     P, F, B = len(layers) - 1, [], []
     try:
-        for s in range(P):
-            W = np.ones((layers[s], layers[s + 1]), np.float32)
-            b = np.zeros(layers[s + 1], np.float32)
-            stage = Stage(_NoWire(), s, P, [(W, b)], [(np.zeros_like(W), np.zeros_like(b))],
-                          relu_last=s < P - 1, micro_rows=rows, micro=1,
-                          criterion=SoftmaxCrossEntropy(np, rows, layers[-1], np.float32))
-            stage._y = np.zeros(rows, np.int64)
-            x = np.ones((rows, layers[0]), np.float32)
-            t0 = clock.now()
-            stage._forward(0, x)
-            t1 = clock.now()
-            stage._backward(0)
-            F.append(t1 - t0)
-            B.append(clock.now() - t1)
+        with np.errstate(over="raise", invalid="raise"):  # no inf or NaN in what is timed
+            for s in range(P):
+                W = np.ones((layers[s], layers[s + 1]), np.float32)
+                b = np.zeros(layers[s + 1], np.float32)
+                stage = Stage(_NoWire(), s, P, [(W, b)], [(np.zeros_like(W), np.zeros_like(b))],
+                              relu_last=s < P - 1, micro_rows=rows, micro=1,
+                              criterion=SoftmaxCrossEntropy(np, rows, layers[-1], np.float32))
+                stage._y = np.zeros(rows, np.int64)
+                x = np.ones((rows, layers[0]), np.float32)
+                t0 = clock.now()
+                stage._forward(0, x)
+                t1 = clock.now()
+                stage._backward(0)
+                F.append(t1 - t0)
+                B.append(clock.now() - t1)
     finally:
         flops.reset()
         clock.reset()
