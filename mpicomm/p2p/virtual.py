@@ -149,14 +149,20 @@ def _cap(crowd: float) -> float:
     return POLL_MAX_S * min(max(_runnable() / _cores(), 1.0), crowd)
 
 
-def idle_wait(requests: list, statuses: list | None = None) -> None:
+def idle_wait(requests: list, statuses: list | None = None, receives: int = 1) -> None:
     """Complete the MPI ``requests``, never by a ``Waitall`` that spins: under the virtual
     clock a wait's wall time is no part of any result, so a rank of an oversubscribed host
     that waits gives its core away. ``statuses``: filled as ``Testall`` fills them.
+    ``receives``: how many of the requests are receives.
 
     1. Test (``Testsome``); while a test completes a request, test again at once: MPICH's
        progress takes one incoming message a call (a server's 255 pushes and their stamps
-       took 510 tests: with a sleep between tests, a round of pushes lasted seconds);
+       took 510 tests: with a sleep between tests, a round of pushes lasted seconds).
+       A test that completes nothing may still have taken a message: one for a later
+       receive, from a peer a step ahead (a ring's channels). So up to ``receives`` tests
+       in a row count as one: a wait on K channels' 2K messages with 2K more queued before
+       them took them in one wake-up, not one a sleep (``multiring``, 64 ranks on 2 cores,
+       8 channels: 112 s, now 30 s; docs/workloads.md, "Hundreds of ranks");
     2. else yield the core between tests (``POLL_YIELDS``, fewer on a crowded host:
        ``_crowding``), then sleep, from ``POLL_FIRST_S`` doubling to ``POLL_MAX_S``, further
        up to ``_cap`` when the host's runnable tasks outnumber its cores."""
@@ -166,7 +172,10 @@ def idle_wait(requests: list, statuses: list | None = None) -> None:
     left = [sum(1 for r in requests if r)]
 
     def some() -> bool | None:  # True: all done; None: nothing completed by this test
-        done = MPI.Request.Testsome(requests)
+        for _ in range(max(receives, 1)):  # 1.: a message for a later receive may come first
+            done = MPI.Request.Testsome(requests)
+            if done is None or done:
+                break
         if done is None:  # every request inactive (completed before)
             return True
         left[0] -= len(done)
@@ -474,10 +483,11 @@ class VirtualTransport(BlockingByRequests, Transport):
         saved = self._buckets[side].take(start, self._shares[side] * nbytes)
         return wire - saved if wire > saved else 0.0
 
-    def _wait_requests(self, requests: list) -> None:
-        """The one wait on requests (``Transport``'s), sleeping between polls: ``idle_wait``."""
+    def _wait_requests(self, requests: list, receives: int = 1) -> None:
+        """The one wait on requests (``Transport``'s), sleeping between polls: ``idle_wait``
+        (``receives``: how many are receives)."""
         stall.wait_begin(len(requests))  # watched as every wait (p2p/stall.py, 2a.)
-        idle_wait(requests)
+        idle_wait(requests, receives=receives)
         stall.wait_end()
 
     # ------------------------------------------------------------ blocking
@@ -535,7 +545,8 @@ class VirtualTransport(BlockingByRequests, Transport):
             for m in requests:
                 (sending if m.send else receiving)[1 if remote[m.peer] else 0] = True
             self._flush((receiving[0], receiving[1]))
-            self._wait_requests([r for m in requests for r in m.reqs])
+            self._wait_requests([r for m in requests for r in m.reqs],
+                                sum(len(m.reqs) for m in requests if not m.send))
             for m in sorted((m for m in requests if not m.send),
                             key=lambda m: (float(m.stamp[0]), float(m.stamp[1]), m.peer)):
                 m.done_at = self._arrive(float(m.stamp[0]), float(m.stamp[1]), m.nbytes, m.peer,
