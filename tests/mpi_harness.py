@@ -220,6 +220,7 @@ def run_mpi(
     launcher = mpiexec(python)
     cmd = [launcher, "-n", str(nranks), python or sys.executable, *argv]
     full_env = job_env(launcher, env)
+    before = mpi_segments()
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -241,6 +242,8 @@ def run_mpi(
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
+    if timed_out or proc.returncode:  # a killed or aborted job leaves MPI's segments
+        remove_leaked_segments(before)
     records = parse_records(out)
     return MPIResult(
         nranks=nranks,
@@ -252,6 +255,42 @@ def run_mpi(
         timed_out=timed_out,
         records=records,
     )
+
+
+def mpi_segments() -> set[str]:
+    """MPI's shared-memory segments now in /dev/shm (``core.segments.PREFIXES``)."""
+    from mpicomm.core.segments import PREFIXES, SHM
+
+    try:
+        return {SHM + n for n in os.listdir(SHM) if n.startswith(PREFIXES)}
+    except OSError:
+        return set()
+
+
+def mapped_anywhere() -> set[str]:
+    """The MPI segments some live process on this host maps."""
+    from mpicomm.core.segments import mapped
+
+    live: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        live |= mapped(f"/proc/{pid}/maps")
+    return live
+
+
+def remove_leaked_segments(before: set[str]) -> list[str]:
+    """Unlink the segments that appeared since ``before`` and no live process maps: a job
+    killed by a signal (a timeout, a test's SIGKILL) cannot unlink its own
+    (``core.segments``); a job of another user still running keeps its mapped ones."""
+    new = mpi_segments() - before
+    if not new:
+        return []
+    gone = sorted(new - mapped_anywhere())
+    for path in gone:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return gone
 
 
 def run_script(nranks: int, script: str, *args: str, timeout: float = 120.0, env=None):

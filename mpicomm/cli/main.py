@@ -27,6 +27,7 @@ from mpicomm.cli.helptext import organise
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import GIVEN
 from mpicomm.core.outputs import check_outputs
+from mpicomm.core.segments import abort_job
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
@@ -96,10 +97,7 @@ def _abort(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if _peers():
-        time.sleep(ABORT_GRACE_S)
-        from mpi4py import MPI
-
-        MPI.COMM_WORLD.Abort(code)
+        abort_job(code, ABORT_GRACE_S)  # the host's MPI segments unlinked first
     os._exit(code)
 
 

@@ -71,6 +71,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpicomm.core import clock, tags, trace
+from mpicomm.core.segments import abort_job
 from mpicomm.p2p.stall_text import FIELDS, describe
 
 __all__ = ["Channel", "attach", "settings", "set_enabled", "note_wait", "wait_begin",
@@ -471,8 +472,7 @@ def _check_waits(warn: float, abort: float | None) -> None:
         if abort and waited > abort and _state.waits.get(tid) is w:
             _say_wait(w, waited, "abort")
             trace.flush_active()
-            time.sleep(0.5)
-            MPI.COMM_WORLD.Abort(1)
+            abort_job(1, 0.5)
 
 
 def _say_wait(w: tuple[float, int, int], waited: float, kind: str) -> None:
@@ -500,8 +500,7 @@ def _check(ch: Channel, warn: float, abort: float | None) -> None:
     if abort and quiet > abort and ch.since() == t:
         _say(ch, quiet, waited, "abort")
         trace.flush_active()  # --trace: this rank's events reach the file before the abort
-        time.sleep(0.5)  # let the launcher forward the message before Abort kills the job
-        MPI.COMM_WORLD.Abort(1)
+        abort_job(1, 0.5)  # 0.5 s: the launcher forwards the message before Abort kills the job
 
 
 def _say(ch: Channel, quiet: float, inside: float, kind: str) -> None:

@@ -1,0 +1,65 @@
+"""MPI's shared-memory segments: unlink them when a rank ends the job, so none is left behind.
+
+MPICH keeps its ranks' shared memory in one file per host, ``/dev/shm/mpich_shm_*``
+(Open MPI: ``/dev/shm/sm_segment.*``), and removes it only when every rank finalizes.
+A job ended by ``MPI_Abort`` or a signal leaves the file: memory held until reboot, 2 MiB
+for 2 ranks and 270 MB for 256 (measured: ``mpiexec -n 2`` with one rank calling
+``Abort``; after a day of test runs this host's ``/dev/shm`` held 2,264 of them, 5.5 GB).
+
+``unlink_mapped()``, called by the rank about to abort (``abort_job``), removes the names of
+the segments this process has mapped. Every rank on the host mapped them at
+``MPI_Init``, so unlinking the name takes nothing from a rank still running: its mapping
+stays, and the memory goes when the last rank exits (as for any unlinked file). The job is
+ending, so no rank will open them by name again. Only this host's: the segments of other
+hosts, whose ranks ``MPI_Abort`` kills, stay (as a signal leaves them on any host).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+__all__ = ["PREFIXES", "SHM", "abort_job", "mapped", "unlink_mapped"]
+
+SHM = "/dev/shm/"
+PREFIXES = ("mpich_shm_", "sm_segment.")  # MPICH's and Open MPI's segments
+
+
+def mapped(maps: str = "/proc/self/maps") -> set[str]:
+    """The MPI segments (paths under ``/dev/shm``) that ``maps`` lists: this process's by
+    default; empty where there is no ``/proc``."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return set()
+    paths = {parts[5] for parts in (line.split(None, 5) for line in lines if SHM in line)
+             if len(parts) == 6}
+    return {p for p in paths if p.startswith(SHM) and p[len(SHM):].startswith(PREFIXES)
+            and not p.endswith(" (deleted)")}
+
+
+def unlink_mapped() -> list[str]:
+    """Unlink the MPI segments this process maps; return the paths removed."""
+    gone = []
+    for path in sorted(mapped()):
+        try:
+            os.unlink(path)
+            gone.append(path)
+        except OSError:  # already removed (by another rank ending the job), or not ours
+            pass
+    return gone
+
+
+def abort_job(code: int, grace_s: float = 0.0) -> None:
+    """End the whole job with ``code`` from this rank: flush, wait ``grace_s`` (so the
+    launcher forwards the last lines), unlink the host's segments, ``MPI_Abort``."""
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if grace_s:
+        time.sleep(grace_s)
+    unlink_mapped()
+    MPI.COMM_WORLD.Abort(code)
