@@ -81,7 +81,10 @@ FIG10_VIRTUAL_COMMITTED = {  # (profile, workload, ranks): its wall time as run 
     ("ethernet-25g", "bert-large", 32): "142 s",
     ("dgx-h100-ib400", "bert-large", 32): "504 s",
     ("ethernet-25g", "bert-large", 64): "422 s",
-    ("dgx-h100-ib400", "bert-large", 64): "2,117 s"}
+    ("dgx-h100-ib400", "bert-large", 64): "2,117 s",
+    ("ethernet-25g", "bert-large", 128): "1,068 s",
+    ("dgx-h100-ib400", "resnet50", 256): "682 s",
+    ("dgx-h100-ib400", "bert-large", 128): "1,037 s"}
 COMMITTED_ROOT = "experiments"  # cli.experiments' committed folder, beside this run's root
 
 
