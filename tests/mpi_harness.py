@@ -200,6 +200,14 @@ def parse_records(out: str) -> list[dict]:
     return records
 
 
+def _kill_session(pgid: int) -> None:
+    """SIGKILL what is left of a job's process group (its session: ``start_new_session``)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run_mpi(
     nranks: int,
     argv: list[str],
@@ -243,6 +251,7 @@ def run_mpi(
             pass
         out, err = proc.communicate()
     if timed_out or proc.returncode:  # a killed or aborted job leaves MPI's segments
+        _kill_session(proc.pid)  # ranks mpiexec left behind, if any
         remove_leaked_segments(before)
     records = parse_records(out)
     return MPIResult(
@@ -277,20 +286,28 @@ def mapped_anywhere() -> set[str]:
     return live
 
 
-def remove_leaked_segments(before: set[str]) -> list[str]:
+def remove_leaked_segments(before: set[str], settle_s: float = 10.0) -> list[str]:
     """Unlink the segments that appeared since ``before`` and no live process maps: a job
     killed by a signal (a timeout, a test's SIGKILL) cannot unlink its own
-    (``core.segments``); a job of another user still running keeps its mapped ones."""
-    new = mpi_segments() - before
-    if not new:
-        return []
-    gone = sorted(new - mapped_anywhere())
-    for path in gone:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    return gone
+    (``core.segments``); a job of another user still running keeps its mapped ones.
+
+    mpiexec may return before the ranks it killed are gone (their mappings stay in /proc
+    until they exit), so a new segment still mapped is looked at again, every 0.1 s for up
+    to ``settle_s``."""
+    deadline = time.monotonic() + settle_s
+    gone: list[str] = []
+    while True:
+        new = mpi_segments() - before
+        free = sorted(new - mapped_anywhere())
+        for path in free:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        gone += free
+        if len(free) == len(new) or time.monotonic() > deadline:
+            return gone
+        time.sleep(0.1)
 
 
 def run_script(nranks: int, script: str, *args: str, timeout: float = 120.0, env=None):

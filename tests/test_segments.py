@@ -50,3 +50,27 @@ def test_the_control_plain_abort_leaves_mpichs_segment():
     left = _left_by("plain")
     assert len(left) == 1 and next(iter(left)).startswith("/dev/shm/mpich_shm_"), left
     assert not (left & mpi_segments())  # removed by the harness's clean-up
+
+
+SINGLETON = r"""
+import importlib, sys
+from mpi4py import MPI
+MPI.COMM_WORLD.Barrier()  # MPI_Init made this process's segment
+importlib.import_module("mpicomm.cli.main")._exit(2) if sys.argv[1] == "exit" else \
+    importlib.import_module("mpicomm.cli.main")._abort(1)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "abort"])
+def test_a_singleton_that_mpicomm_ends_leaves_no_segment(how):
+    """One process, no mpiexec (``python -m mpicomm ...`` as most users first run it): its
+    error exits (``_exit``: a refused flag after MPI_Init; ``_abort``: a rank that raised)
+    skip MPI_Finalize, which would have removed the segment MPI_Init made."""
+    import subprocess
+    import sys
+
+    before = mpi_segments()
+    res = subprocess.run([sys.executable, "-c", SINGLETON, how], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == (2 if how == "exit" else 1), res.stderr
+    assert (mpi_segments() - before) - mapped_anywhere() == set()

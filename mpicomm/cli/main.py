@@ -27,7 +27,7 @@ from mpicomm.cli.helptext import organise
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import GIVEN
 from mpicomm.core.outputs import check_outputs
-from mpicomm.core.segments import abort_job
+from mpicomm.core.segments import abort_job, unlink_mapped
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
@@ -98,6 +98,7 @@ def _abort(code: int) -> None:
     sys.stderr.flush()
     if _peers():
         abort_job(code, ABORT_GRACE_S)  # the host's MPI segments unlinked first
+    unlink_mapped()  # a singleton: os._exit skips the MPI_Finalize that would remove them
     os._exit(code)
 
 
@@ -166,9 +167,13 @@ def _finalize_exit(code: int) -> None:
 
 
 def _exit(code: int) -> None:
-    """No peers: flush and exit with ``code`` (no ``MPI_Abort``, no banner); never returns."""
+    """No peers: flush and exit with ``code`` (no ``MPI_Abort``, no banner); never returns.
+    A singleton that initialised MPI unlinks its segments first (``os._exit`` skips the
+    MPI_Finalize that would); with peers (a command without messages) they keep theirs."""
     sys.stdout.flush()
     sys.stderr.flush()
+    if not _peers():
+        unlink_mapped()
     os._exit(code)
 
 
