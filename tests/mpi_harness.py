@@ -245,13 +245,11 @@ def run_mpi(
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_session(proc.pid)
         out, err = proc.communicate()
     if timed_out or proc.returncode:  # a killed or aborted job leaves MPI's segments
-        _kill_session(proc.pid)  # ranks mpiexec left behind, if any
+        if not timed_out:
+            _kill_session(proc.pid)  # ranks mpiexec left behind, if any
         remove_leaked_segments(before)
     records = parse_records(out)
     return MPIResult(

@@ -56,8 +56,8 @@ SINGLETON = r"""
 import importlib, sys
 from mpi4py import MPI
 MPI.COMM_WORLD.Barrier()  # MPI_Init made this process's segment
-importlib.import_module("mpicomm.cli.main")._exit(2) if sys.argv[1] == "exit" else \
-    importlib.import_module("mpicomm.cli.main")._abort(1)
+cli = importlib.import_module("mpicomm.cli.main")  # the package's face exports main()
+cli._exit(2) if sys.argv[1] == "exit" else cli._abort(1)
 """
 
 

@@ -88,18 +88,16 @@ def _peers() -> bool:
 
 
 def _abort(code: int) -> None:
-    """End this process with ``code``: ``MPI_Abort`` when peers exist; never returns.
+    """End this process with ``code``: ``MPI_Abort`` when peers exist, else ``_exit``;
+    never returns.
 
     Some MPICH builds return from ``MPI_Abort`` on the calling rank (seen with the
     singleton and hydra); ``os._exit`` after it makes sure no line of the caller
     runs after the failure (issue 19 item 3).
     """
-    sys.stdout.flush()
-    sys.stderr.flush()
     if _peers():
-        abort_job(code, ABORT_GRACE_S)  # the host's MPI segments unlinked first
-    unlink_mapped()  # a singleton: os._exit skips the MPI_Finalize that would remove them
-    os._exit(code)
+        abort_job(code, ABORT_GRACE_S)  # flushes; the host's MPI segments unlinked first
+    _exit(code)  # a singleton's segments unlinked there
 
 
 def guarded(fn, *args, mpi: bool = True, **kwargs):
