@@ -337,9 +337,11 @@ STREAM_BYTES = 1 << 20  # ``stream`` times at least this much of each size past 
 
 
 def _arrivals(comm: MPI.Comm, a: int, b: int, m: int, count: int, idle: float) -> np.ndarray:
-    """Rank b's arrival times (from its own start) of ``count`` messages of m bytes that a
-    sends back to back once the link has idled ``idle`` seconds; collective, on b only
-    (empty elsewhere). Every rank sleeps, then all line up, then a posts them all at once."""
+    """Rank b's arrival times of ``count`` messages of m bytes that a sends back to back once
+    the link has idled ``idle`` seconds; collective, on b only (empty elsewhere). Every rank
+    sleeps, then all line up; a sends a one-byte marker and then posts them all at once, and
+    b times from the marker's arrival: timed from b's own start instead, a sender that left
+    the barrier late read the bucket short (32 and 65 KiB of tbf's 256 KiB, twice in 30)."""
     me = comm.Get_rank()
     buf = np.ones(m if me in (a, b) else 1, dtype=np.uint8)
     comm.Barrier()
@@ -347,9 +349,11 @@ def _arrivals(comm: MPI.Comm, a: int, b: int, m: int, count: int, idle: float) -
     comm.Barrier()
     times = np.zeros(count if me == b else 0)
     if me == a:
+        comm.Send(buf[:1], b, 5)
         MPI.Request.Waitall([comm.Isend(buf, b, 4) for _ in range(count)])
         comm.Recv(buf[:1], b, 4)
     elif me == b:
+        comm.Recv(buf[:1], a, 5)
         t0 = time.perf_counter()
         for i in range(count):
             comm.Recv(buf, a, 4)
@@ -373,23 +377,24 @@ def bucket_fit(m: int, times: np.ndarray) -> tuple[float, float]:
     return max(float(ahead), 0.0), max(float(rate), 1.0)
 
 
-def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1, repeats: int = 3) -> dict:
+def burst(comm: MPI.Comm, a: int, b: int, idle: float = 0.1, repeats: int = 5) -> dict:
     """The link a -> b's token bucket, measured: ``BURST_COUNT`` messages of ``BURST_MESSAGE``
     bytes back to back after ``idle`` seconds of quiet (``bucket_fit``), the median of
-    ``repeats`` (a receiver switched out at load 50 read one as 1,182 KiB at 395 Mbit/s);
-    collective, the same dict on every rank: ``bytes`` (0 where fewer than
-    ``BUCKET_MIN_MESSAGES`` ran ahead: no bucket) and ``rate`` (bytes/s), with the probe's
-    figures."""
+    ``repeats``: a receiver switched out reads one long (1,182 KiB at load 50; 770-955 KiB
+    three times in 30 on a quiet host), and CI's median of 3 once read 386 KiB; collective,
+    the same dict on every rank: ``bytes`` (0 where fewer than ``BUCKET_MIN_MESSAGES`` ran
+    ahead: no bucket) and ``rate`` (bytes/s), with the probe's figures and each repeat's
+    (bytes, rate) (``fits``)."""
     fits = []
     for _ in range(repeats):
         times = _arrivals(comm, a, b, BURST_MESSAGE, BURST_COUNT, idle)
         fits.append(bucket_fit(BURST_MESSAGE, times) if comm.Get_rank() == b else (0.0, 0.0))
-    fit = np.median(np.array(fits), axis=0)
-    comm.Bcast(fit, root=b)
-    ahead, rate = float(fit[0]), float(fit[1])
+    each = np.array(fits)
+    comm.Bcast(each, root=b)
+    ahead, rate = (float(x) for x in np.median(each, axis=0))
     found = ahead >= BUCKET_MIN_MESSAGES * BURST_MESSAGE
     return {"bytes": ahead if found else 0.0, "rate": rate, "ahead": ahead,
-            "probe": [BURST_MESSAGE, BURST_COUNT, idle, repeats]}
+            "probe": [BURST_MESSAGE, BURST_COUNT, idle, repeats], "fits": each.tolist()}
 
 
 def stream(comm: MPI.Comm, a: int, b: int, sizes: list[int], bucket: float) -> list[float]:
