@@ -22,6 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpicomm.core.segments import present as mpi_segments
+from mpicomm.core.segments import remove_leaked as remove_leaked_segments
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TAG = "@@MPICOMM "
@@ -262,50 +265,6 @@ def run_mpi(
         timed_out=timed_out,
         records=records,
     )
-
-
-def mpi_segments() -> set[str]:
-    """MPI's shared-memory segments now in /dev/shm (``core.segments.PREFIXES``)."""
-    from mpicomm.core.segments import PREFIXES, SHM
-
-    try:
-        return {SHM + n for n in os.listdir(SHM) if n.startswith(PREFIXES)}
-    except OSError:
-        return set()
-
-
-def mapped_anywhere() -> set[str]:
-    """The MPI segments some live process on this host maps."""
-    from mpicomm.core.segments import mapped
-
-    live: set[str] = set()
-    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
-        live |= mapped(f"/proc/{pid}/maps")
-    return live
-
-
-def remove_leaked_segments(before: set[str], settle_s: float = 10.0) -> list[str]:
-    """Unlink the segments that appeared since ``before`` and no live process maps: a job
-    killed by a signal (a timeout, a test's SIGKILL) cannot unlink its own
-    (``core.segments``); a job of another user still running keeps its mapped ones.
-
-    mpiexec may return before the ranks it killed are gone (their mappings stay in /proc
-    until they exit), so a new segment still mapped is looked at again, every 0.1 s for up
-    to ``settle_s``."""
-    deadline = time.monotonic() + settle_s
-    gone: list[str] = []
-    while True:
-        new = mpi_segments() - before
-        free = sorted(new - mapped_anywhere())
-        for path in free:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        gone += free
-        if len(free) == len(new) or time.monotonic() > deadline:
-            return gone
-        time.sleep(0.1)
 
 
 def run_script(nranks: int, script: str, *args: str, timeout: float = 120.0, env=None):

@@ -3,7 +3,10 @@
 each aborted job held its memory until reboot (2,264 files, 5.5 GB, on this host)."""
 
 import pytest
-from mpi_harness import launcher_family, mapped_anywhere, mpi_segments, mpiexec, run_mpi
+from mpi_harness import launcher_family, mpiexec, run_mpi
+
+from mpicomm.core.segments import mapped_anywhere
+from mpicomm.core.segments import present as mpi_segments
 
 ENDS = r"""
 import sys

@@ -12,6 +12,10 @@ the segments this process has mapped. Every rank on the host mapped them at
 stays, and the memory goes when the last rank exits (as for any unlinked file). The job is
 ending, so no rank will open them by name again. Only this host's: the segments of other
 hosts, whose ranks ``MPI_Abort`` kills, stay (as a signal leaves them on any host).
+
+``remove_leaked(before)`` is the clean-up of whoever launched a job that a signal ended (a
+test harness's timeout, a namespace host killed under a job): the segments that appeared
+since ``before`` and that no live process maps.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import os
 import sys
 import time
 
-__all__ = ["PREFIXES", "SHM", "abort_job", "mapped", "unlink_mapped"]
+__all__ = ["PREFIXES", "SHM", "abort_job", "mapped", "mapped_anywhere", "present",
+           "remove_leaked", "unlink_mapped"]
 
 SHM = "/dev/shm/"
 PREFIXES = ("mpich_shm_", "sm_segment.")  # MPICH's and Open MPI's segments
@@ -38,6 +43,44 @@ def mapped(maps: str = "/proc/self/maps") -> set[str]:
              if len(parts) == 6}
     return {p for p in paths if p.startswith(SHM) and p[len(SHM):].startswith(PREFIXES)
             and not p.endswith(" (deleted)")}
+
+
+def present() -> set[str]:
+    """MPI's shared-memory segments now in ``/dev/shm`` (``PREFIXES``)."""
+    try:
+        return {SHM + n for n in os.listdir(SHM) if n.startswith(PREFIXES)}
+    except OSError:
+        return set()
+
+
+def mapped_anywhere() -> set[str]:
+    """The MPI segments some live process on this host maps."""
+    live: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        live |= mapped(f"/proc/{pid}/maps")
+    return live
+
+
+def remove_leaked(before: set[str], settle_s: float = 10.0) -> list[str]:
+    """Unlink the segments that appeared since ``before`` and no live process maps: a job
+    killed by a signal cannot unlink its own; a job of another user still running keeps its
+    mapped ones. A launcher may return before the ranks it killed are gone (their mappings
+    stay in /proc until they exit), so a new segment still mapped is looked at again, every
+    0.1 s for up to ``settle_s``."""
+    deadline = time.monotonic() + settle_s
+    gone: list[str] = []
+    while True:
+        new = present() - before
+        free = sorted(new - mapped_anywhere())
+        for path in free:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        gone += free
+        if len(free) == len(new) or time.monotonic() > deadline:
+            return gone
+        time.sleep(0.1)
 
 
 def unlink_mapped() -> list[str]:

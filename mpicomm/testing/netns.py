@@ -23,7 +23,9 @@ Set-up (about 0.3-0.5 s), in order:
      shell list).
 
 Tear-down (always: on an error, a timeout, Ctrl-C or SIGTERM): kill what still runs in
-the namespaces, delete them (their veths and the bridge go with them), remove the hosts
+the namespaces, remove the MPI shared-memory segments their killed ranks left in
+``/dev/shm`` (``core.segments.remove_leaked``: new since set-up and mapped by no live
+process), delete the namespaces (their veths and the bridge go with them), remove the hosts
 files and the wrapper, and unmount ``/run/netns`` when this harness created it. One
 harness at a time holds a lock, so that last step cannot pull the mount from under another.
 
@@ -49,6 +51,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from mpicomm.core import segments
 
 __all__ = ["Hosts", "NetnsError", "NetnsUnavailable", "parse_rate", "unavailable_reason",
            "leftovers", "JobResult", "SUBNET", "BURST_BYTES", "mpi_family"]
@@ -192,6 +196,7 @@ class Hosts:
         self._lock = None
         self._made_netns_dir = self._made_etc_netns = False
         self._etc: list[Path] = []  # hosts files' folders this harness made
+        self._segments: set[str] | None = None  # MPI's segments at set-up
 
     # --- names -----------------------------------------------------------------------
     def ns(self, host: str) -> str:
@@ -222,6 +227,7 @@ class Hosts:
             raise NetnsUnavailable(reason)
         self._refuse_existing()  # before waiting for the lock: a clash is refused at once
         self._take_lock()
+        self._segments = segments.present()
         try:
             self._refuse_existing()
             self._made_netns_dir = not NETNS_DIR.exists()
@@ -307,6 +313,9 @@ exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
         try:
             for ns in reversed(self.created):
                 self._kill_inside(ns)
+            if self._segments is not None:  # every process inside is gone: one look
+                segments.remove_leaked(self._segments, settle_s=0.0)
+                self._segments = None
             for ns in reversed(self.created):
                 subprocess.run(["ip", "netns", "delete", ns], capture_output=True,
                                stdin=subprocess.DEVNULL)

@@ -1,23 +1,35 @@
 """A host that dies under a running job ends the job within seconds, and the ranks it held
 are named: by the launcher (the host, and for MPICH the process id of a rank there) and by
-the harness (the ranks that never reported ``ok``)."""
+the harness (the ranks that never reported ``ok``); the killed ranks' MPI segments do not
+stay in /dev/shm (the hosts' tear-down removes them)."""
 
 import subprocess
 import sys
 import time
 
 from across import hosts
-from mpi_harness import SCRIPTS, MPIResult, job_env, launcher_family, mpiexec, parse_records
+from mpi_harness import (
+    SCRIPTS,
+    MPIResult,
+    job_env,
+    launcher_family,
+    mpi_segments,
+    mpiexec,
+    parse_records,
+)
 
 SLOTS = [2, 2]
 END_WITHIN_S = 15.0
 WAIT_START_S = 90.0
 
 
-def kill_under_job(only: str | None) -> tuple[MPIResult, list[int], float]:
+def kill_under_job(only: str | None) -> tuple[MPIResult, list[int], float, set[str]]:
     """Start a looping ring on 2 hosts x 2 ranks; once every rank has started, kill host h1
-    (every process, or only those whose command line holds ``only``)."""
+    (every process, or only those whose command line holds ``only``). Returns the job, the
+    processes killed, the seconds the job lived after, and the MPI segments new in
+    /dev/shm once the hosts are torn down."""
     launcher = mpiexec()
+    before = mpi_segments()
     with hosts(2, rate="1gbit") as net:
         argv = ["-m", "mpi4py", str(SCRIPTS / "loop_allreduce.py"), "ring", "60"]
         cmd, extra = net.launch(SLOTS, [sys.executable, *argv], launcher)
@@ -40,7 +52,7 @@ def kill_under_job(only: str | None) -> tuple[MPIResult, list[int], float]:
     out = "".join(lines) + rest
     res = MPIResult(sum(SLOTS), argv, proc.returncode, out, "", seconds, False,
                     parse_records(out))
-    return res, killed, seconds
+    return res, killed, seconds, mpi_segments() - before
 
 
 def on_h1(res: MPIResult) -> dict[int, int]:
@@ -49,7 +61,8 @@ def on_h1(res: MPIResult) -> dict[int, int]:
 
 
 def test_killed_ranks_end_the_job_and_are_named():
-    res, killed, seconds = kill_under_job(only="loop_allreduce")
+    res, killed, seconds, left = kill_under_job(only="loop_allreduce")
+    assert not left, left
     ranks = on_h1(res)
     assert sorted(ranks) == [2, 3], res.tail()
     assert set(killed) == set(ranks.values()), (killed, ranks)
@@ -62,7 +75,8 @@ def test_killed_ranks_end_the_job_and_are_named():
 
 
 def test_dead_host_ends_the_job_within_seconds():
-    res, killed, seconds = kill_under_job(only=None)
+    res, killed, seconds, left = kill_under_job(only=None)
+    assert not left, left
     assert sorted(on_h1(res)) == [2, 3] and killed, res.tail()
     assert seconds < END_WITHIN_S, f"job lived {seconds:.1f} s after the host died"
     assert {2, 3} <= set(res.failed_ranks())  # the harness names them: no ok from h1
