@@ -26,6 +26,14 @@ def pytest_sessionstart(session):
         compileall.compile_dir(root / folder, quiet=2)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """This process ran MPI as a singleton wherever a test imported mpi4py: under Open MPI
+    it would leave its 16 MB segment in /dev/shm (``core.segments.release_singleton``)."""
+    from mpicomm.core.segments import release_singleton
+
+    release_singleton()
+
+
 SLOW_FROM_RANKS = 3  # an MPI test at this many ranks or more belongs to the slow tier
 
 

@@ -77,3 +77,16 @@ def test_a_singleton_that_mpicomm_ends_leaves_no_segment(how):
                          text=True, timeout=60)
     assert res.returncode == (2 if how == "exit" else 1), res.stderr
     assert (mpi_segments() - before) - mapped_anywhere() == set()
+
+
+def test_a_singleton_run_that_ends_cleanly_leaves_no_segment():
+    """``python -m mpicomm info`` without mpiexec: Open MPI 5.0.11 left its 16 MB
+    ``sm_segment.*`` after each such run (MPICH's MPI_Finalize removes its own)."""
+    import subprocess
+    import sys
+
+    before = mpi_segments()
+    res = subprocess.run([sys.executable, "-m", "mpicomm", "info"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (mpi_segments() - before) - mapped_anywhere() == set()

@@ -27,7 +27,7 @@ from mpicomm.cli.helptext import organise
 from mpicomm.core.errors import ConfigError
 from mpicomm.core.flags import GIVEN
 from mpicomm.core.outputs import check_outputs
-from mpicomm.core.segments import abort_job, unlink_mapped
+from mpicomm.core.segments import abort_job, release_singleton, unlink_mapped
 
 __all__ = ["main", "COMMANDS", "guarded"]
 
@@ -392,4 +392,5 @@ def main(argv: list[str] | None = None) -> int:
     module = COMMANDS[args._command]
     uses_mpi = getattr(module, "uses_mpi", lambda a: module.USES_MPI)(args)
     rc = guarded(_run, module, args, mpi=uses_mpi)
+    release_singleton()  # Open MPI leaves a launcher-less run's segment otherwise
     return int(rc or 0)
